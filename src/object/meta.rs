@@ -1,0 +1,224 @@
+//! Object metadata: the decoded `meta.v1.ObjectMeta` subset, keys and group/version/kind.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// A point in time as the API server encodes it (`meta.v1.Time`): seconds since the Unix epoch
+/// plus nanoseconds. JSON carries it as an RFC 3339 string with second precision
+/// (`2024-01-02T03:04:05Z`); protobuf as `{1 seconds, 2 nanos}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time {
+    /// Seconds since 1970-01-01T00:00:00Z; may be negative.
+    pub seconds: i64,
+    /// Nanoseconds within the second, `0..1_000_000_000` on well-formed input.
+    pub nanos: i32,
+}
+
+/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OwnerReference {
+    /// `apiVersion` of the owner, e.g. `apps/v1`.
+    pub api_version: String,
+    /// Kind of the owner, e.g. `ReplicaSet`.
+    pub kind: String,
+    /// Name of the owner (same namespace as the owned object).
+    pub name: String,
+    /// UID of the owner.
+    pub uid: String,
+    /// `true` when this owner is the managing controller; `None` when absent on the wire.
+    pub controller: Option<bool>,
+    /// Whether the owner's deletion waits for this object; `None` when absent on the wire.
+    pub block_owner_deletion: Option<bool>,
+}
+
+/// The decoded `meta.v1.ObjectMeta` fields an informer needs (field numbers in
+/// `../shared/fixtures/README.md`, upstream `apimachinery/pkg/apis/meta/v1/types.go`).
+///
+/// Absent strings decode as empty strings, as in Go. `managedFields` is kept undecoded: one
+/// [`Bytes`] slice of the input per entry (decode one on demand with
+/// [`crate::wire::meta::ManagedFieldsEntry`]); JSON input keeps the JSON array text as one slice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.generateName`.
+    pub generate_name: String,
+    /// `metadata.namespace`; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`: opaque to clients; an etcd revision on real servers.
+    pub resource_version: String,
+    /// `metadata.generation`, `None` when absent.
+    pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`, `None` when absent.
+    pub creation_timestamp: Option<Time>,
+    /// `metadata.deletionTimestamp`: set once deletion has been requested.
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.ownerReferences`, in wire order.
+    pub owner_references: Vec<OwnerReference>,
+    /// `metadata.finalizers`, in wire order.
+    pub finalizers: Vec<String>,
+    /// `metadata.managedFields`, undecoded (see the type docs).
+    pub managed_fields: Vec<Bytes>,
+}
+
+impl ObjectMeta {
+    /// The object's cache key: `namespace/name`, or `name` when the namespace is empty
+    /// (client-go `MetaNamespaceKeyFunc`, `tools/cache/store.go`).
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(&self.namespace, &self.name)
+    }
+
+    /// `resourceVersion` parsed as the unsigned integer real servers use (etcd revision).
+    /// `None` when empty or not a decimal number.
+    pub fn resource_version_u64(&self) -> Option<u64> {
+        parse_resource_version(&self.resource_version)
+    }
+}
+
+/// Parses a resourceVersion as a decimal `u64` (etcd revision). `None` when it is empty or not a
+/// plain decimal number; Kubernetes only promises that resourceVersions are opaque strings, so
+/// callers must treat `None` as "cannot be ordered".
+pub fn parse_resource_version(rv: &str) -> Option<u64> {
+    if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rv.parse().ok()
+}
+
+/// A cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go
+/// `MetaNamespaceKeyFunc`). Cheap to clone (one shared allocation).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(Arc<str>);
+
+impl ObjectKey {
+    /// Builds the key of `name` in `namespace` (empty namespace = cluster-scoped).
+    pub fn new(namespace: &str, name: &str) -> Self {
+        if namespace.is_empty() {
+            ObjectKey(Arc::from(name))
+        } else {
+            let mut s = String::with_capacity(namespace.len() + 1 + name.len());
+            s.push_str(namespace);
+            s.push('/');
+            s.push_str(name);
+            ObjectKey(Arc::from(s))
+        }
+    }
+
+    /// Wraps an already formatted key (`namespace/name` or `name`) without checking it.
+    pub fn from_raw(key: &str) -> Self {
+        ObjectKey(Arc::from(key))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The namespace part: text before the first `/`, or `""` for cluster-scoped keys
+    /// (client-go `SplitMetaNamespaceKey`).
+    pub fn namespace(&self) -> &str {
+        match self.0.split_once('/') {
+            Some((ns, _)) => ns,
+            None => "",
+        }
+    }
+
+    /// The name part: text after the first `/`, or the whole key.
+    pub fn name(&self) -> &str {
+        match self.0.split_once('/') {
+            Some((_, name)) => name,
+            None => &self.0,
+        }
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::borrow::Borrow<str> for ObjectKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for ObjectKey {
+    fn from(s: &str) -> Self {
+        ObjectKey::from_raw(s)
+    }
+}
+
+/// Group, version and kind of an object (`schema.GroupVersionKind`). The core group is `""`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupVersionKind {
+    /// API group, `""` for the core group (`v1`).
+    pub group: String,
+    /// API version within the group, e.g. `v1`.
+    pub version: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+}
+
+impl GroupVersionKind {
+    /// Builds a GVK from its three parts.
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        GroupVersionKind {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        }
+    }
+
+    /// Splits an `apiVersion` (`v1`, `apps/v1`) and pairs it with `kind`.
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        let (group, version) = match api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        GroupVersionKind::new(group, version, kind)
+    }
+
+    /// The `apiVersion` string: `version` for the core group, else `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The item kind of a list kind: `PodList` → `Pod`; other kinds unchanged.
+    pub fn item_of_list(&self) -> Self {
+        let kind = self.kind.strip_suffix("List").unwrap_or(&self.kind);
+        GroupVersionKind::new(&self.group, &self.version, kind)
+    }
+}
+
+impl fmt::Display for GroupVersionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}.{}", self.version, self.kind)
+        } else {
+            write!(f, "{}.{}.{}", self.group, self.version, self.kind)
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Kubernetes objects as they arrive on the wire: metadata decoded eagerly, the rest kept as
+//! the input's own bytes (zero-copy `Bytes` slices) and decoded into a typed `k8s-pb` message
+//! only when asked.
+//!
+//! Formats (upstream `apimachinery/pkg/runtime/serializer/protobuf` and `.../streaming`):
+//! - protobuf envelope: magic `k8s\0` + `runtime.Unknown{typeMeta, raw}` ([`decode`]);
+//! - protobuf watch streams: 4-byte big-endian length + `WatchEvent` ([`WatchDecoder`]);
+//! - JSON objects, JSON watch streams (one event per line) and lists of both encodings.
+//!
+//! Every decoder returns a [`DecodeError`] for bad input; none panics, and none allocates from
+//! a length read off the wire before checking it against the remaining input or a limit.
+
+mod error;
+mod json;
+mod list;
+mod meta;
+mod object;
+mod protobuf;
+mod watch;
+mod wire;
+
+pub use error::DecodeError;
+pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
+pub use meta::{GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version};
+pub use object::{Encoding, MAGIC, Object, decode};
+pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
+pub use watch::{
+    ApiStatus, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder, WatchEvent,
+    WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
+};
