@@ -28,7 +28,8 @@ pub struct Envelope {
 /// Decodes `k8s\0` + `runtime.Unknown`. `raw` is returned as a slice of `input`.
 ///
 /// # Errors
-/// [`DecodeError::BadMagic`] / [`DecodeError::Truncated`] for a wrong or short prefix; any
+/// [`DecodeError::BadMagic`] / [`DecodeError::Truncated`] for a wrong or short prefix;
+/// [`DecodeError::Missing`] when `raw` (field 2) is absent; any
 /// protobuf error of the `Unknown` message, with offsets counted from the start of `input`.
 pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
     if input.len() < MAGIC.len() {
@@ -55,6 +56,7 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
         content_type: String::new(),
     };
     let (mut api_version, mut kind) = ("", "");
+    let mut has_raw = false;
     while let Some(f) = r.next_field()? {
         match f.number {
             1 => {
@@ -67,11 +69,20 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
                     }
                 }
             }
-            2 => env.raw = r.bytes(&f)?,
+            2 => {
+                env.raw = r.bytes(&f)?;
+                has_raw = true;
+            }
             3 => env.content_encoding = r.string(&f)?,
             4 => env.content_type = r.string(&f)?,
             _ => r.skip(&f)?,
         }
+    }
+    if !has_raw {
+        return Err(DecodeError::Missing {
+            what: "runtime.Unknown raw (field 2)",
+            offset: 4,
+        });
     }
     env.gvk = GroupVersionKind::from_api_version(api_version, kind);
     Ok(env)
@@ -131,8 +142,8 @@ fn merge_object_meta(mut r: Reader<'_>, m: &mut ObjectMeta) -> Result<(), Decode
             5 => m.uid = r.string(&f)?,
             6 => m.resource_version = r.string(&f)?,
             7 => m.generation = Some(r.int64(&f)?),
-            8 => m.creation_timestamp = Some(time(r.message(&f, "Time")?)?),
-            9 => m.deletion_timestamp = Some(time(r.message(&f, "Time")?)?),
+            8 => m.creation_timestamp = time(r.message(&f, "Time")?)?,
+            9 => m.deletion_timestamp = time(r.message(&f, "Time")?)?,
             10 => m.deletion_grace_period_seconds = Some(r.int64(&f)?),
             11 | 12 => {
                 let (k, v) = map_entry(r.message(&f, "ObjectMeta map entry")?)?;
@@ -155,7 +166,11 @@ fn merge_object_meta(mut r: Reader<'_>, m: &mut ObjectMeta) -> Result<(), Decode
     Ok(())
 }
 
-fn time(mut r: Reader<'_>) -> Result<Time, DecodeError> {
+/// An empty `Time` message is Go's zero time, which upstream treats as unset (JSON `null`).
+fn time(mut r: Reader<'_>) -> Result<Option<Time>, DecodeError> {
+    if r.is_done() {
+        return Ok(None);
+    }
     let mut t = Time::default();
     while let Some(f) = r.next_field()? {
         match f.number {
@@ -164,7 +179,7 @@ fn time(mut r: Reader<'_>) -> Result<Time, DecodeError> {
             _ => r.skip(&f)?,
         }
     }
-    Ok(t)
+    Ok(Some(t))
 }
 
 fn map_entry(mut r: Reader<'_>) -> Result<(String, String), DecodeError> {
