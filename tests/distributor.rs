@@ -322,13 +322,14 @@ fn listeners_can_be_added_and_removed_at_runtime() {
     let lb = d
         .add_listener("b", OverflowPolicy::CoalesceByKey, b.clone())
         .unwrap();
-    for batch in updates(10, 10, 10, 5) {
+    // Distinct keys: the coalescing listener has nothing to merge even if it lags.
+    for batch in updates(10, 10, 1000, 5) {
         d.publish(batch);
     }
     let final_a = d.remove_listener(la.id()).unwrap();
     assert_eq!(final_a.delivered, 20);
     assert_eq!(d.remove_listener(la.id()), None);
-    for batch in updates(20, 10, 10, 5) {
+    for batch in updates(20, 10, 1000, 5) {
         d.publish(batch);
     }
     d.flush();
