@@ -30,7 +30,7 @@ pub(crate) struct DecodeArgs {
 enum Item {
     Object {
         event: Option<&'static str>,
-        obj: Object,
+        obj: Box<Object>,
         note: Option<String>,
     },
     Status(ApiStatus),
@@ -54,7 +54,7 @@ struct KeyValue {
 fn obj(obj: Object) -> Item {
     Item::Object {
         event: None,
-        obj,
+        obj: Box::new(obj),
         note: None,
     }
 }
@@ -72,7 +72,7 @@ fn from_events(input: Bytes, format: WatchFormat) -> Result<Vec<Item>, String> {
             | WatchEvent::Deleted(o)
             | WatchEvent::Bookmark(o) => out.push(Item::Object {
                 event,
-                obj: o,
+                obj: Box::new(o),
                 note: None,
             }),
         }
@@ -234,7 +234,7 @@ fn decode_any(input: Bytes) -> Result<Vec<Item>, String> {
         Ok(o) if !o.name().is_empty() => {
             return Ok(vec![Item::Object {
                 event: None,
-                obj: o,
+                obj: Box::new(o),
                 note: Some("bare message without envelope: kind unknown".into()),
             }]);
         }
@@ -336,7 +336,11 @@ fn print_text(file: &str, item: &Item) {
             }
             for (k, v) in &m.annotations {
                 let v = if v.len() > 100 {
-                    format!("{}… ({} bytes)", &v[..v.floor_char_boundary(100)], v.len())
+                    let cut = (0..=100)
+                        .rev()
+                        .find(|&i| v.is_char_boundary(i))
+                        .unwrap_or(0);
+                    format!("{}… ({} bytes)", &v[..cut], v.len())
                 } else {
                     v.clone()
                 };
