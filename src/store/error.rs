@@ -51,7 +51,9 @@ pub enum WaitError {
         reached: u64,
     },
     /// The [`Writer`](super::Writer) was dropped: the store will never advance.
-    #[error("store writer dropped while waiting for resourceVersion {wanted}; the store reflects {reached}")]
+    #[error(
+        "store writer dropped while waiting for resourceVersion {wanted}; the store reflects {reached}"
+    )]
     WriterDropped {
         /// The resourceVersion waited for.
         wanted: u64,

@@ -175,7 +175,9 @@ impl KeySet {
         match self {
             KeySet::One(k) => match (*k).cmp(key) {
                 std::cmp::Ordering::Equal => {}
-                std::cmp::Ordering::Less => *self = KeySet::Few(Arc::from([k.clone(), key.clone()])),
+                std::cmp::Ordering::Less => {
+                    *self = KeySet::Few(Arc::from([k.clone(), key.clone()]))
+                }
                 std::cmp::Ordering::Greater => {
                     *self = KeySet::Few(Arc::from([key.clone(), k.clone()]))
                 }
@@ -298,7 +300,10 @@ mod tests {
             set.insert(&k(i));
             set.insert(&k(i)); // idempotent
             model.insert(k(i));
-            assert_eq!(set.iter().cloned().collect::<Vec<_>>(), model.iter().cloned().collect::<Vec<_>>());
+            assert_eq!(
+                set.iter().cloned().collect::<Vec<_>>(),
+                model.iter().cloned().collect::<Vec<_>>()
+            );
             assert_eq!(set.len(), model.len());
         }
         assert!(matches!(set, KeySet::Many(_)));
@@ -310,7 +315,10 @@ mod tests {
             if !last {
                 model.remove(key);
                 assert!(!set.contains(key));
-                assert_eq!(set.iter().cloned().collect::<Vec<_>>(), model.iter().cloned().collect::<Vec<_>>());
+                assert_eq!(
+                    set.iter().cloned().collect::<Vec<_>>(),
+                    model.iter().cloned().collect::<Vec<_>>()
+                );
             }
         }
         assert!(matches!(set, KeySet::One(_)));

@@ -244,7 +244,9 @@ impl Version {
     /// Adds indexes, indexing every existing item. On `Err` the caller must discard `self`.
     pub(crate) fn add_indexes(&mut self, new: Vec<IndexDef>) -> Result<(), StoreError> {
         for d in &new {
-            if self.index_pos(&d.name).is_ok() || new.iter().filter(|o| o.name == d.name).count() > 1 {
+            if self.index_pos(&d.name).is_ok()
+                || new.iter().filter(|o| o.name == d.name).count() > 1
+            {
                 return Err(StoreError::IndexExists {
                     name: d.name.to_string(),
                 });
@@ -340,4 +342,3 @@ fn apply_diff(map: &mut ValueMap, key: &ObjectKey, old: &[String], new: &[String
         }
     }
 }
-
