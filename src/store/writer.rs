@@ -25,12 +25,34 @@ pub enum Op {
 ///
 /// # Examples
 ///
-/// ```ignore
+/// ```
+/// use std::sync::Arc;
+///
+/// use bytes::Bytes;
+/// use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
+/// use informer::store::{Batch, StoreConfig, store};
+///
+/// let pod = |name: &str| {
+///     let meta = ObjectMeta { name: name.into(), namespace: "default".into(), ..Default::default() };
+///     let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
+///     Arc::new(Object::from_parts(gvk, meta, Bytes::new(), Encoding::Protobuf))
+/// };
+/// let (reader, mut writer) = store(StoreConfig::default());
+///
 /// let mut batch = Batch::with_capacity(2);
-/// batch.add(pod_a);
-/// batch.delete(ObjectKey::new("default", "b"));
+/// batch.add(pod("a")).add(pod("b"));
 /// batch.set_resource_version(1234);
 /// writer.apply(batch)?;
+///
+/// let mut batch = Batch::new();
+/// batch.update(pod("a")).delete(ObjectKey::new("default", "b"));
+/// let previous = writer.apply(batch.with_resource_version(1235))?;
+/// assert!(previous.iter().all(Option::is_some)); // an update and a delete
+///
+/// assert_eq!(reader.len(), 1);
+/// assert_eq!(reader.resource_version(), 1235);
+/// assert_eq!(reader.by_index("namespace", "default")?.len(), 1);
+/// # Ok::<(), informer::store::StoreError>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
