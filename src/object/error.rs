@@ -39,7 +39,9 @@ pub enum DecodeError {
         wire_type: u8,
     },
     /// A known field arrived with the wrong wire type.
-    #[error("field {field} of {message} at byte {offset}: wire type {wire_type}, expected {expected}")]
+    #[error(
+        "field {field} of {message} at byte {offset}: wire type {wire_type}, expected {expected}"
+    )]
     WrongWireType {
         /// Message being decoded, e.g. `ObjectMeta`.
         message: &'static str,
@@ -53,7 +55,9 @@ pub enum DecodeError {
         expected: u8,
     },
     /// A length prefix points past the end of its enclosing message.
-    #[error("field {field} of {message} at byte {offset}: length {len} exceeds the {available} bytes left")]
+    #[error(
+        "field {field} of {message} at byte {offset}: length {len} exceeds the {available} bytes left"
+    )]
     LengthOverrun {
         /// Message being decoded.
         message: &'static str,

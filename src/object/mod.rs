@@ -14,16 +14,18 @@ mod error;
 mod json;
 mod list;
 mod meta;
-mod object;
 mod protobuf;
+mod value;
 mod watch;
 mod wire;
 
 pub use error::DecodeError;
 pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
-pub use meta::{GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version};
-pub use object::{Encoding, MAGIC, Object, decode};
+pub use meta::{
+    GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version,
+};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
+pub use value::{Encoding, MAGIC, Object, decode};
 pub use watch::{
     ApiStatus, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder, WatchEvent,
     WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,

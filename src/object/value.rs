@@ -1,4 +1,4 @@
-//! [`Object`]: decoded metadata + the object's own bytes.
+//! [`Object`]: decoded metadata + the object's own bytes (the value type of this module).
 
 use std::sync::Arc;
 

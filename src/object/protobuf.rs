@@ -1,0 +1,289 @@
+//! The protobuf encoding: the `k8s\0` + `runtime.Unknown` envelope and the hand-written
+//! metadata decoder (field 1 of every object message is `ObjectMeta`; everything else is skipped
+//! by length). Upstream: `apimachinery/pkg/runtime/serializer/protobuf/protobuf.go`,
+//! `apimachinery/pkg/apis/meta/v1/generated.proto`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::DecodeError;
+use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
+use super::value::{Encoding, MAGIC, Object};
+use super::wire::{Reader, WT_LEN, put_bytes, put_message, put_str, put_tag, put_uint, put_varint};
+
+/// The decoded `runtime.Unknown` envelope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// Group/version/kind from `typeMeta` (empty strings when absent, as in watch events).
+    pub gvk: GroupVersionKind,
+    /// The object's own message bytes, a slice of the input.
+    pub raw: Bytes,
+    /// `contentEncoding` (empty on every known server).
+    pub content_encoding: String,
+    /// `contentType` (empty means protobuf).
+    pub content_type: String,
+}
+
+/// Decodes `k8s\0` + `runtime.Unknown`. `raw` is returned as a slice of `input`.
+///
+/// # Errors
+/// [`DecodeError::BadMagic`] / [`DecodeError::Truncated`] for a wrong or short prefix;
+/// [`DecodeError::Missing`] when `raw` (field 2) is absent; any
+/// protobuf error of the `Unknown` message, with offsets counted from the start of `input`.
+pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
+    if input.len() < MAGIC.len() {
+        if MAGIC.starts_with(input) {
+            return Err(DecodeError::Truncated {
+                offset: input.len() as u64,
+                context: "magic",
+            });
+        }
+        return Err(DecodeError::BadMagic {
+            found: input.to_vec(),
+        });
+    }
+    if input[..4] != MAGIC {
+        return Err(DecodeError::BadMagic {
+            found: input[..4].to_vec(),
+        });
+    }
+    let mut r = Reader::new(input, 4, input.len(), "runtime.Unknown");
+    let mut env = Envelope {
+        gvk: GroupVersionKind::default(),
+        raw: Bytes::new(),
+        content_encoding: String::new(),
+        content_type: String::new(),
+    };
+    let (mut api_version, mut kind) = ("", "");
+    let mut has_raw = false;
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => {
+                let mut tm = r.message(&f, "runtime.TypeMeta")?;
+                while let Some(g) = tm.next_field()? {
+                    match g.number {
+                        1 => api_version = tm.str(&g)?,
+                        2 => kind = tm.str(&g)?,
+                        _ => tm.skip(&g)?,
+                    }
+                }
+            }
+            2 => {
+                env.raw = r.bytes(&f)?;
+                has_raw = true;
+            }
+            3 => env.content_encoding = r.string(&f)?,
+            4 => env.content_type = r.string(&f)?,
+            _ => r.skip(&f)?,
+        }
+    }
+    if !has_raw {
+        return Err(DecodeError::Missing {
+            what: "runtime.Unknown raw (field 2)",
+            offset: 4,
+        });
+    }
+    env.gvk = GroupVersionKind::from_api_version(api_version, kind);
+    Ok(env)
+}
+
+/// Encodes `k8s\0` + `runtime.Unknown{typeMeta, raw}` (contentEncoding and contentType written
+/// empty, as the API server does).
+pub fn encode_envelope(gvk: &GroupVersionKind, raw: &[u8]) -> Bytes {
+    let api_version = gvk.api_version();
+    let mut out = Vec::with_capacity(raw.len() + api_version.len() + gvk.kind.len() + 24);
+    out.extend_from_slice(&MAGIC);
+    put_message(&mut out, 1, |tm| {
+        put_str(tm, 1, &api_version);
+        put_str(tm, 2, &gvk.kind);
+    });
+    put_bytes(&mut out, 2, raw);
+    put_str(&mut out, 3, "");
+    put_str(&mut out, 4, "");
+    Bytes::from(out)
+}
+
+/// Decodes a protobuf object in its envelope.
+pub(crate) fn decode_object(input: &Bytes) -> Result<Object, DecodeError> {
+    let env = decode_envelope(input)?;
+    let base = (env.raw.as_ptr() as usize).wrapping_sub(input.as_ptr() as usize) as u64;
+    decode_bare(Arc::new(env.gvk), env.raw).map_err(|e| e.shifted(base))
+}
+
+/// Decodes a bare object message (no envelope): metadata from field 1, every other field skipped.
+pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Object, DecodeError> {
+    let meta = decode_object_meta(&raw)?;
+    Ok(Object::from_parts(gvk, meta, raw, Encoding::Protobuf))
+}
+
+/// Reads `ObjectMeta` out of a bare object message: every occurrence of field 1 is merged, as
+/// protobuf requires; all other top-level fields are skipped by length.
+pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
+    let mut meta = ObjectMeta::default();
+    let mut r = Reader::new(raw, 0, raw.len(), "object");
+    while let Some(f) = r.next_field()? {
+        if f.number == 1 {
+            let m = r.message(&f, "ObjectMeta")?;
+            merge_object_meta(m, &mut meta)?;
+        } else {
+            r.skip(&f)?;
+        }
+    }
+    Ok(meta)
+}
+
+fn merge_object_meta(mut r: Reader<'_>, m: &mut ObjectMeta) -> Result<(), DecodeError> {
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => m.name = r.string(&f)?,
+            2 => m.generate_name = r.string(&f)?,
+            3 => m.namespace = r.string(&f)?,
+            5 => m.uid = r.string(&f)?,
+            6 => m.resource_version = r.string(&f)?,
+            7 => m.generation = Some(r.int64(&f)?),
+            8 => m.creation_timestamp = time(r.message(&f, "Time")?)?,
+            9 => m.deletion_timestamp = time(r.message(&f, "Time")?)?,
+            10 => m.deletion_grace_period_seconds = Some(r.int64(&f)?),
+            11 | 12 => {
+                let (k, v) = map_entry(r.message(&f, "ObjectMeta map entry")?)?;
+                let map = if f.number == 11 {
+                    &mut m.labels
+                } else {
+                    &mut m.annotations
+                };
+                map.insert(k, v);
+            }
+            13 => m
+                .owner_references
+                .push(owner_reference(r.message(&f, "OwnerReference")?)?),
+            14 => m.finalizers.push(r.string(&f)?),
+            17 => m.managed_fields.push(r.bytes(&f)?),
+            // 4 selfLink (deprecated), 15 clusterName and 16 initializers (retired), unknown.
+            _ => r.skip(&f)?,
+        }
+    }
+    Ok(())
+}
+
+/// An empty `Time` message is Go's zero time, which upstream treats as unset (JSON `null`).
+fn time(mut r: Reader<'_>) -> Result<Option<Time>, DecodeError> {
+    if r.is_done() {
+        return Ok(None);
+    }
+    let mut t = Time::default();
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => t.seconds = r.int64(&f)?,
+            2 => t.nanos = r.int32(&f)?,
+            _ => r.skip(&f)?,
+        }
+    }
+    Ok(Some(t))
+}
+
+fn map_entry(mut r: Reader<'_>) -> Result<(String, String), DecodeError> {
+    let (mut k, mut v) = (String::new(), String::new());
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => k = r.string(&f)?,
+            2 => v = r.string(&f)?,
+            _ => r.skip(&f)?,
+        }
+    }
+    Ok((k, v))
+}
+
+fn owner_reference(mut r: Reader<'_>) -> Result<OwnerReference, DecodeError> {
+    let mut o = OwnerReference::default();
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => o.kind = r.string(&f)?,
+            3 => o.name = r.string(&f)?,
+            4 => o.uid = r.string(&f)?,
+            5 => o.api_version = r.string(&f)?,
+            6 => o.controller = Some(r.bool(&f)?),
+            7 => o.block_owner_deletion = Some(r.bool(&f)?),
+            _ => r.skip(&f)?,
+        }
+    }
+    Ok(o)
+}
+
+/// Encodes `meta` as an `ObjectMeta` message body (no tag, no length), in field order, the way
+/// the API server writes it: strings always present, optional numbers and times only when set.
+/// `managed_fields` entries are written back verbatim.
+pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
+    put_str(out, 1, &meta.name);
+    put_str(out, 2, &meta.generate_name);
+    put_str(out, 3, &meta.namespace);
+    put_str(out, 4, "");
+    put_str(out, 5, &meta.uid);
+    put_str(out, 6, &meta.resource_version);
+    if let Some(g) = meta.generation {
+        put_uint(out, 7, g as u64);
+    }
+    let put_time = |out: &mut Vec<u8>, field: u32, t: &Time| {
+        put_message(out, field, |m| {
+            put_uint(m, 1, t.seconds as u64);
+            put_uint(m, 2, i64::from(t.nanos) as u64);
+        })
+    };
+    if let Some(t) = &meta.creation_timestamp {
+        put_time(out, 8, t);
+    }
+    if let Some(t) = &meta.deletion_timestamp {
+        put_time(out, 9, t);
+    }
+    if let Some(s) = meta.deletion_grace_period_seconds {
+        put_uint(out, 10, s as u64);
+    }
+    for (field, map) in [(11, &meta.labels), (12, &meta.annotations)] {
+        for (k, v) in map {
+            put_message(out, field, |e| {
+                put_str(e, 1, k);
+                put_str(e, 2, v);
+            });
+        }
+    }
+    for o in &meta.owner_references {
+        put_message(out, 13, |m| {
+            put_str(m, 1, &o.kind);
+            put_str(m, 3, &o.name);
+            put_str(m, 4, &o.uid);
+            put_str(m, 5, &o.api_version);
+            if let Some(c) = o.controller {
+                put_uint(m, 6, u64::from(c));
+            }
+            if let Some(b) = o.block_owner_deletion {
+                put_uint(m, 7, u64::from(b));
+            }
+        });
+    }
+    for f in &meta.finalizers {
+        put_str(out, 14, f);
+    }
+    for mf in &meta.managed_fields {
+        put_bytes(out, 17, mf);
+    }
+}
+
+/// Re-encodes a bare object message with new metadata: field 1 is written from `meta`, every
+/// other top-level field is copied byte for byte in its original order.
+pub(crate) fn replace_meta(raw: &Bytes, meta: &ObjectMeta) -> Result<Bytes, DecodeError> {
+    let mut out = Vec::with_capacity(raw.len() + 64);
+    let mut meta_buf = Vec::with_capacity(256);
+    encode_object_meta(meta, &mut meta_buf);
+    put_tag(&mut out, 1, WT_LEN);
+    put_varint(&mut out, meta_buf.len() as u64);
+    out.extend_from_slice(&meta_buf);
+    let mut r = Reader::new(raw, 0, raw.len(), "object");
+    while let Some(f) = r.next_field()? {
+        let start = f.tag_offset;
+        r.skip(&f)?;
+        if f.number != 1 {
+            out.extend_from_slice(&raw[start..r.pos()]);
+        }
+    }
+    Ok(Bytes::from(out))
+}
