@@ -1,0 +1,311 @@
+//! One listener: its [`OverflowPolicy`], its feed (a crossbeam channel or a coalescing queue)
+//! and the thread that runs its handler.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{self, JoinHandle, ThreadId};
+use std::time::Instant;
+
+use crossbeam::channel::{Receiver, Sender, TrySendError, bounded, unbounded};
+
+use super::Notification;
+use super::coalesce::CoalesceQueue;
+use super::error::AddListenerError;
+use super::handler::EventHandler;
+use super::marker::Marker;
+use super::metrics::{ListenerStats, Metrics};
+
+/// What a listener does when its handler falls behind the publisher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OverflowPolicy {
+    /// Buffer without limit (client-go's behaviour): the publisher never waits; the backlog
+    /// shows in [`ListenerStats::pending`] and its memory is freed as it drains.
+    #[default]
+    Unbounded,
+    /// Buffer at most `capacity` published batches, then make the publisher wait: backpressure
+    /// to the informer (and so to every other listener). Nothing is lost.
+    Block {
+        /// Batches (not notifications) buffered before the publisher waits; at least 1.
+        capacity: usize,
+    },
+    /// Keep at most one pending notification per key, merged (add + update = add of the new
+    /// state, update + update = update from the oldest to the newest, add + delete = nothing,
+    /// delete + add = update): a lagging level-triggered controller sees every key's final
+    /// state without an unbounded backlog. Per key, order is kept; across keys, notifications
+    /// are delivered in the order of each key's first pending notification.
+    CoalesceByKey,
+}
+
+/// Identifies a listener within its [`Distributor`](super::Distributor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ListenerId(pub(crate) u64);
+
+impl fmt::Display for ListenerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "listener-{}", self.0)
+    }
+}
+
+/// A handle to a listener: its identity and counters. Cheap to clone; stays readable after the
+/// listener is removed.
+#[derive(Clone)]
+pub struct Listener {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    id: ListenerId,
+    name: String,
+    policy: OverflowPolicy,
+    metrics: Metrics,
+}
+
+impl Listener {
+    /// Its id.
+    pub fn id(&self) -> ListenerId {
+        self.shared.id
+    }
+
+    /// The name it was added with (also its thread's name).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// Its overflow policy.
+    pub fn policy(&self) -> OverflowPolicy {
+        self.shared.policy
+    }
+
+    /// A snapshot of its counters.
+    pub fn stats(&self) -> ListenerStats {
+        self.shared.metrics.snapshot()
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+}
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("id", &self.shared.id)
+            .field("name", &self.shared.name)
+            .field("policy", &self.shared.policy)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// A marker in transit: reached when dropped, so a marker lost with a stopped listener's
+/// channel still releases its waiters.
+pub(crate) struct ReachOnDrop(pub(crate) Marker);
+
+impl Drop for ReachOnDrop {
+    fn drop(&mut self) {
+        self.0.reach();
+    }
+}
+
+pub(crate) enum Msg {
+    Batch(Arc<[Notification]>),
+    Marker(ReachOnDrop),
+    Stop,
+}
+
+enum Feed {
+    Channel(Sender<Msg>),
+    Coalesce(Arc<CoalesceQueue>),
+}
+
+/// The distributor's side of a listener.
+pub(crate) struct Entry {
+    pub(crate) listener: Listener,
+    feed: Feed,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    thread_id: ThreadId,
+}
+
+impl Entry {
+    pub(crate) fn spawn<H: EventHandler>(
+        id: ListenerId,
+        name: String,
+        policy: OverflowPolicy,
+        handler: H,
+    ) -> Result<Entry, AddListenerError> {
+        let listener = Listener {
+            shared: Arc::new(Shared {
+                id,
+                name,
+                policy,
+                metrics: Metrics::default(),
+            }),
+        };
+        let builder = thread::Builder::new().name(format!("informer-{}", listener.name()));
+        let worker = listener.clone();
+        let (feed, handle) = match policy {
+            OverflowPolicy::Unbounded | OverflowPolicy::Block { .. } => {
+                let (tx, rx) = match policy {
+                    OverflowPolicy::Block { capacity: 0 } => {
+                        return Err(AddListenerError::ZeroCapacity);
+                    }
+                    OverflowPolicy::Block { capacity } => bounded(capacity),
+                    _ => unbounded(),
+                };
+                let handle = builder
+                    .spawn(move || run_channel(handler, &worker, &rx))
+                    .map_err(AddListenerError::Spawn)?;
+                (Feed::Channel(tx), handle)
+            }
+            OverflowPolicy::CoalesceByKey => {
+                let (queue, doorbell) = CoalesceQueue::new();
+                let queue = Arc::new(queue);
+                let q = queue.clone();
+                let handle = builder
+                    .spawn(move || run_coalesce(handler, &worker, &q, &doorbell))
+                    .map_err(AddListenerError::Spawn)?;
+                (Feed::Coalesce(queue), handle)
+            }
+        };
+        Ok(Entry {
+            listener,
+            feed,
+            thread_id: handle.thread().id(),
+            thread: Mutex::new(Some(handle)),
+        })
+    }
+
+    /// Counts `batch` and queues it without waiting; `false` when a
+    /// [`OverflowPolicy::Block`] channel is full (then call [`Entry::send_blocking`]).
+    pub(crate) fn offer(&self, batch: &Arc<[Notification]>) -> bool {
+        self.listener.metrics().published(batch.len() as u64);
+        match &self.feed {
+            Feed::Channel(tx) => match tx.try_send(Msg::Batch(batch.clone())) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => true,
+                Err(TrySendError::Full(_)) => false,
+            },
+            Feed::Coalesce(q) => {
+                q.push(batch, self.listener.metrics());
+                true
+            }
+        }
+    }
+
+    /// Queues `batch` (already counted by [`Entry::offer`]), waiting for room.
+    pub(crate) fn send_blocking(&self, batch: &Arc<[Notification]>) {
+        match &self.feed {
+            // A disconnected channel means the listener stopped: nothing to deliver to.
+            Feed::Channel(tx) => drop(tx.send(Msg::Batch(batch.clone()))),
+            Feed::Coalesce(q) => q.push(batch, self.listener.metrics()),
+        }
+    }
+
+    pub(crate) fn marker(&self) -> Marker {
+        let marker = Marker::new();
+        let msg = ReachOnDrop(marker.clone());
+        match &self.feed {
+            // On failure the message is dropped, which reaches the marker.
+            Feed::Channel(tx) => drop(tx.send(Msg::Marker(msg))),
+            Feed::Coalesce(q) => q.push_marker(msg),
+        }
+        marker
+    }
+
+    /// Asks the thread to stop once it has handled everything queued before.
+    pub(crate) fn stop(&self) {
+        match &self.feed {
+            Feed::Channel(tx) => drop(tx.send(Msg::Stop)),
+            Feed::Coalesce(q) => q.stop(),
+        }
+    }
+
+    /// Waits for the thread to end (never for the calling thread itself).
+    pub(crate) fn join(&self) {
+        if thread::current().id() == self.thread_id {
+            return;
+        }
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            // Handler panics are caught inside the thread; an Err here cannot carry one.
+            let _ = handle.join();
+        }
+    }
+}
+
+fn run_channel<H: EventHandler>(mut handler: H, listener: &Listener, rx: &Receiver<Msg>) {
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Batch(batch) => handle(&mut handler, listener, &batch),
+            Msg::Marker(marker) => drop(marker),
+            Msg::Stop => break,
+        }
+    }
+    // Release markers queued behind the stop; later ones fail to send and release themselves.
+    while let Ok(msg) = rx.try_recv() {
+        drop(msg);
+    }
+}
+
+fn run_coalesce<H: EventHandler>(
+    mut handler: H,
+    listener: &Listener,
+    queue: &CoalesceQueue,
+    doorbell: &Receiver<()>,
+) {
+    while doorbell.recv().is_ok() {
+        let taken = queue.take();
+        handle(&mut handler, listener, &taken.items);
+        drop(taken.markers);
+        if taken.stopped {
+            break;
+        }
+    }
+}
+
+/// Hands `batch` to the handler, one notification at a time, catching panics.
+fn handle<H: EventHandler>(handler: &mut H, listener: &Listener, batch: &[Notification]) {
+    if batch.is_empty() {
+        return;
+    }
+    let metrics = listener.metrics();
+    let start = Instant::now();
+    for n in batch {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| handler.on_notification(n))) {
+            report_panic(listener, n, payload.as_ref());
+        }
+    }
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    metrics.handler_nanos.fetch_add(nanos, Ordering::Relaxed);
+    metrics
+        .delivered
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+}
+
+fn report_panic(listener: &Listener, n: &Notification, payload: &(dyn Any + Send)) {
+    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    };
+    let metrics = listener.metrics();
+    metrics.panics.fetch_add(1, Ordering::Relaxed);
+    eprintln!(
+        "informer: listener {:?} ({}): handler panicked on {:?}: {msg}; continuing",
+        listener.name(),
+        listener.id(),
+        n.key()
+    );
+    *metrics
+        .last_panic
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(msg);
+}

@@ -1,0 +1,214 @@
+//! [`Distributor`]: the registry of listeners and the publish side.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use arc_swap::ArcSwap;
+use smallvec::SmallVec;
+
+use super::Notification;
+use super::error::AddListenerError;
+use super::handler::EventHandler;
+use super::listener::{Entry, Listener, ListenerId, OverflowPolicy};
+use super::marker::Marker;
+use super::metrics::ListenerStats;
+
+/// Fans batches of [`Notification`]s out to listeners, each on its own thread (client-go
+/// `sharedProcessor`); see the [module docs](super).
+///
+/// Publish from one thread at a time (the informer): each listener receives batches in the
+/// order of the `publish`/`publish_to` calls that returned.
+pub struct Distributor {
+    /// The current listeners, read lock-free by publishers.
+    listeners: ArcSwap<Vec<Arc<Entry>>>,
+    /// Serializes changes to `listeners`.
+    registry: Mutex<Registry>,
+}
+
+struct Registry {
+    next_id: u64,
+    shut_down: bool,
+}
+
+impl Default for Distributor {
+    fn default() -> Self {
+        Distributor::new()
+    }
+}
+
+impl Distributor {
+    /// A distributor without listeners.
+    pub fn new() -> Self {
+        Distributor {
+            listeners: ArcSwap::from_pointee(Vec::new()),
+            registry: Mutex::new(Registry {
+                next_id: 0,
+                shut_down: false,
+            }),
+        }
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a listener that runs `handler` on a new thread named `informer-<name>`. It receives
+    /// every batch published after this call returns (use [`publish_to`](Self::publish_to) to
+    /// give it the current state first).
+    ///
+    /// # Errors
+    /// [`AddListenerError::ShutDown`] after [`shutdown`](Self::shutdown);
+    /// [`AddListenerError::ZeroCapacity`] for `Block { capacity: 0 }`;
+    /// [`AddListenerError::Spawn`] when the thread cannot be started.
+    pub fn add_listener<H: EventHandler>(
+        &self,
+        name: &str,
+        policy: OverflowPolicy,
+        handler: H,
+    ) -> Result<Listener, AddListenerError> {
+        let mut reg = self.registry();
+        if reg.shut_down {
+            return Err(AddListenerError::ShutDown);
+        }
+        let id = ListenerId(reg.next_id);
+        let entry = Arc::new(Entry::spawn(id, name.to_owned(), policy, handler)?);
+        reg.next_id += 1;
+        let listener = entry.listener.clone();
+        let mut list = Vec::clone(&self.listeners.load());
+        list.push(entry);
+        self.listeners.store(Arc::new(list));
+        Ok(listener)
+    }
+
+    /// Removes a listener: it handles what was published to it before, then its thread ends;
+    /// this call waits for that (unless called from that listener's own handler). Returns its
+    /// final counters, `None` for an unknown id.
+    pub fn remove_listener(&self, id: ListenerId) -> Option<ListenerStats> {
+        let entry = {
+            let _reg = self.registry();
+            let mut list = Vec::clone(&self.listeners.load());
+            let pos = list.iter().position(|e| e.listener.id() == id)?;
+            let entry = list.remove(pos);
+            self.listeners.store(Arc::new(list));
+            entry
+        };
+        entry.stop();
+        entry.join();
+        Some(entry.listener.stats())
+    }
+
+    /// Publishes `batch` to every listener: one shared allocation, one channel message per
+    /// listener. Never waits for an [`OverflowPolicy::Unbounded`] or
+    /// [`OverflowPolicy::CoalesceByKey`] listener; waits for room at a full
+    /// [`OverflowPolicy::Block`] listener, after every other listener got the batch.
+    pub fn publish(&self, batch: impl Into<Arc<[Notification]>>) {
+        let batch = batch.into();
+        if batch.is_empty() {
+            return;
+        }
+        // `load_full`, not a guard: a blocking send may hold it for long.
+        let listeners = self.listeners.load_full();
+        let mut full: SmallVec<[&Arc<Entry>; 4]> = SmallVec::new();
+        for entry in listeners.iter() {
+            if !entry.offer(&batch) {
+                full.push(entry);
+            }
+        }
+        for entry in full {
+            entry.send_blocking(&batch);
+        }
+    }
+
+    /// Publishes `batch` to one listener only, e.g. the current state as adds with
+    /// `is_in_initial_list = true` for a listener added late. Returns `false` for an unknown id.
+    pub fn publish_to(&self, id: ListenerId, batch: impl Into<Arc<[Notification]>>) -> bool {
+        let Some(entry) = self.entry(id) else {
+            return false;
+        };
+        let batch = batch.into();
+        if !batch.is_empty() && !entry.offer(&batch) {
+            entry.send_blocking(&batch);
+        }
+        true
+    }
+
+    /// Places a [`Marker`] in one listener's stream: it is reached once the listener has
+    /// handled everything published to it before this call. `None` for an unknown id.
+    pub fn marker(&self, id: ListenerId) -> Option<Marker> {
+        Some(self.entry(id)?.marker())
+    }
+
+    /// Waits until every listener has handled everything published before this call.
+    /// Must not be called from a handler (it would wait for itself).
+    pub fn flush(&self) {
+        let listeners = self.listeners.load_full();
+        let markers: Vec<Marker> = listeners.iter().map(|e| e.marker()).collect();
+        for m in markers {
+            m.wait();
+        }
+    }
+
+    /// As [`flush`](Self::flush) for one listener; `false` for an unknown id.
+    pub fn flush_listener(&self, id: ListenerId) -> bool {
+        match self.marker(id) {
+            Some(m) => {
+                m.wait();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The current listeners.
+    pub fn listeners(&self) -> Vec<Listener> {
+        self.listeners
+            .load()
+            .iter()
+            .map(|e| e.listener.clone())
+            .collect()
+    }
+
+    /// One listener by id.
+    pub fn listener(&self, id: ListenerId) -> Option<Listener> {
+        self.entry(id).map(|e| e.listener.clone())
+    }
+
+    /// Stops every listener after it has handled what was published to it, and waits for
+    /// their threads. Later `add_listener` calls fail; later publishes go nowhere.
+    pub fn shutdown(&self) {
+        let entries = {
+            let mut reg = self.registry();
+            reg.shut_down = true;
+            self.listeners.swap(Arc::new(Vec::new()))
+        };
+        for e in entries.iter() {
+            e.stop();
+        }
+        for e in entries.iter() {
+            e.join();
+        }
+    }
+
+    fn entry(&self, id: ListenerId) -> Option<Arc<Entry>> {
+        self.listeners
+            .load()
+            .iter()
+            .find(|e| e.listener.id() == id)
+            .cloned()
+    }
+}
+
+impl Drop for Distributor {
+    /// Same as [`Distributor::shutdown`].
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl fmt::Debug for Distributor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Distributor")
+            .field("listeners", &self.listeners())
+            .finish()
+    }
+}

@@ -1,0 +1,619 @@
+//! [`DeltaFifo`]: the queue itself, its [`Builder`] and the popped [`Batch`].
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+
+use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
+use super::error::{PopError, TryPopError};
+use super::known::KnownObjects;
+use crate::object::{Object, ObjectKey};
+
+/// A transform applied to every object entering the queue from the producer (`add`, `update`,
+/// `delete`, `replace`), before it is queued; for example dropping `managedFields`
+/// (client-go `TransformFunc`). Not applied to objects read back from [`KnownObjects`] (they went
+/// through it when they were queued).
+pub type Transform = Arc<dyn Fn(Arc<Object>) -> Arc<Object> + Send + Sync>;
+
+/// `unsynced` before the first `replace`.
+const UNPOPULATED: usize = usize::MAX;
+
+/// A queue of per-key deltas (client-go `DeltaFIFO`); see the [module docs](super) for the rules.
+///
+/// Cloning gives another handle to the same queue: typically the reflector holds one to produce
+/// and the informer one to consume.
+#[derive(Clone)]
+pub struct DeltaFifo {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Signals blocked [`DeltaFifo::pop_batch`] callers (only when `Inner::blocked_poppers > 0`).
+    cond: Condvar,
+    /// Signals async [`DeltaFifo::pop_batch_async`] callers.
+    notify: Notify,
+    known: Option<Arc<dyn KnownObjects>>,
+    transform: Option<Transform>,
+    /// Items of the first `replace` not yet popped *and* completed (their [`Batch`] dropped);
+    /// [`UNPOPULATED`] before the first `replace`. `has_synced` is `unsynced == 0`.
+    ///
+    /// Written under the lock by the first `replace` and decremented by `Batch::drop` with
+    /// `Release`; read with `Acquire`, so a thread that sees `has_synced() == true` also sees
+    /// everything the consumer did before completing the last initial batch (e.g. store writes).
+    unsynced: AtomicUsize,
+}
+
+struct Inner {
+    /// Deltas per queued key; a key is here iff it is in `queue`.
+    items: HashMap<ObjectKey, Deltas>,
+    /// Queued keys in first-enqueue order, each once.
+    queue: VecDeque<ObjectKey>,
+    /// Keys popped in batches not yet completed, with the state the consumer is applying. Only
+    /// kept when there are [`KnownObjects`]: it overlays them, so deletion detection and resync
+    /// see the state as if those batches were already applied (upstream gets this by holding
+    /// its lock while the consumer runs; we do not).
+    in_flight: HashMap<ObjectKey, InFlight>,
+    next_batch: u64,
+    /// Items of the first `replace` not yet popped.
+    initial_unpopped: usize,
+    populated: bool,
+    closed: bool,
+    /// Threads waiting in `pop_batch`.
+    blocked_poppers: usize,
+}
+
+struct InFlight {
+    batch: u64,
+    /// The object after applying the batch; `None` when its newest delta is a deletion.
+    after: Option<Arc<Object>>,
+}
+
+/// One popped key: its deltas, oldest first, and whether it belongs to the first `replace`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyDeltas {
+    /// The key.
+    pub key: ObjectKey,
+    /// Its deltas, oldest first; never empty.
+    pub deltas: Deltas,
+    /// `true` while the queue has not synced: this key is part of the first `replace` (client-go
+    /// `isInInitialList`); the informer passes it on to `on_add`.
+    pub is_in_initial_list: bool,
+}
+
+/// Builds a [`DeltaFifo`] with [`KnownObjects`] and a [`Transform`].
+#[derive(Default)]
+#[must_use]
+pub struct Builder {
+    known: Option<Arc<dyn KnownObjects>>,
+    transform: Option<Transform>,
+}
+
+impl Builder {
+    /// The objects the consumer already applied (the informer's store). Without them the queue
+    /// only knows what is queued: `delete` of an unqueued key is ignored, `replace` detects
+    /// deletions of queued keys only and `resync` does nothing (as upstream).
+    pub fn known_objects(mut self, known: Arc<dyn KnownObjects>) -> Self {
+        self.known = Some(known);
+        self
+    }
+
+    /// A transform applied to every incoming object before it is queued.
+    pub fn transform(
+        mut self,
+        f: impl Fn(Arc<Object>) -> Arc<Object> + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some(Arc::new(f));
+        self
+    }
+
+    /// Builds the queue.
+    pub fn build(self) -> DeltaFifo {
+        DeltaFifo {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    items: HashMap::new(),
+                    queue: VecDeque::new(),
+                    in_flight: HashMap::new(),
+                    next_batch: 0,
+                    initial_unpopped: 0,
+                    populated: false,
+                    closed: false,
+                    blocked_poppers: 0,
+                }),
+                cond: Condvar::new(),
+                notify: Notify::new(),
+                known: self.known,
+                transform: self.transform,
+                unsynced: AtomicUsize::new(UNPOPULATED),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("known_objects", &self.known.is_some())
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
+impl Default for DeltaFifo {
+    fn default() -> Self {
+        DeltaFifo::new()
+    }
+}
+
+impl DeltaFifo {
+    /// A queue without known objects and without transform.
+    pub fn new() -> Self {
+        Builder::default().build()
+    }
+
+    /// A queue whose deletion detection and resync use `known` (the informer's store).
+    pub fn with_known_objects(known: Arc<dyn KnownObjects>) -> Self {
+        Builder::default().known_objects(known).build()
+    }
+
+    /// Starts a [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Queues an [`DeltaType::Added`] delta for `obj` (a watch `ADDED` event).
+    pub fn add(&self, obj: Arc<Object>) {
+        self.push(DeltaType::Added, obj);
+    }
+
+    /// Queues an [`DeltaType::Updated`] delta for `obj` (a watch `MODIFIED` event).
+    pub fn update(&self, obj: Arc<Object>) {
+        self.push(DeltaType::Updated, obj);
+    }
+
+    /// Queues a [`DeltaType::Deleted`] delta for `obj` (a watch `DELETED` event), unless its
+    /// key is neither queued nor known, in which case it is ignored (client-go `Delete`).
+    /// If the key's newest queued delta is also a deletion the two are collapsed (see
+    /// [`Deltas`]).
+    pub fn delete(&self, obj: Arc<Object>) {
+        let obj = self.transform(obj);
+        let key = obj.key();
+        let mut inner = self.lock();
+        if !inner.items.contains_key(&key) && self.known_get(&inner, &key).is_none() {
+            return;
+        }
+        let wake = enqueue(&mut inner, key, Delta::new(DeltaType::Deleted, obj));
+        self.wake(inner, wake);
+    }
+
+    /// Replaces the queue's view with a full list (client-go `Replace`, with Replaced deltas):
+    /// queues [`DeltaType::Replaced`] for every listed object, then a [`DeltaType::Deleted`]
+    /// with a [`DeletedFinalStateUnknown`] tombstone for every key queued or known but not
+    /// listed. The tombstone carries the newest queued object of the key, else the known one.
+    ///
+    /// The first call marks the queue populated: it [`has_synced`](Self::has_synced) once
+    /// every key queued at the end of this call has been popped and its batch completed.
+    ///
+    /// `resource_version` is the list's version; like upstream the queue does not use it (the
+    /// reflector tracks versions).
+    pub fn replace(&self, list: Vec<Arc<Object>>, resource_version: &str) {
+        let _ = resource_version;
+        // Transform and key outside the lock: producers never hold it longer than needed.
+        let list: Vec<(ObjectKey, Arc<Object>)> = list
+            .into_iter()
+            .map(|obj| {
+                let obj = self.transform(obj);
+                (obj.key(), obj)
+            })
+            .collect();
+        let listed: HashSet<ObjectKey> = list.iter().map(|(k, _)| k.clone()).collect();
+
+        let mut inner = self.lock();
+        let mut wake = false;
+        for (key, obj) in list {
+            wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Replaced, obj));
+        }
+
+        // Deletions of queued keys, in queue order.
+        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = inner
+            .queue
+            .iter()
+            .filter(|k| !listed.contains(*k))
+            .filter_map(|k| {
+                let newest = inner.items.get(k)?.newest()?;
+                Some((k.clone(), newest.object.object().clone()))
+            })
+            .collect();
+        for (key, obj) in queued_missing {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            wake |= enqueue(
+                &mut inner,
+                key,
+                Delta {
+                    kind: DeltaType::Deleted,
+                    object: tombstone.into(),
+                },
+            );
+        }
+
+        // Deletions of known keys with nothing queued.
+        for key in self.known_keys(&inner) {
+            if listed.contains(&key) || inner.items.contains_key(&key) {
+                continue;
+            }
+            // A key listed but then gone from the store was deleted meanwhile: nothing to do.
+            let Some(obj) = self.known_get(&inner, &key) else {
+                continue;
+            };
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            wake |= enqueue(
+                &mut inner,
+                key,
+                Delta {
+                    kind: DeltaType::Deleted,
+                    object: tombstone.into(),
+                },
+            );
+        }
+
+        if !inner.populated {
+            inner.populated = true;
+            inner.initial_unpopped = inner.queue.len();
+            self.shared
+                .unsynced
+                .store(inner.queue.len(), Ordering::Release);
+        }
+        self.wake(inner, wake);
+    }
+
+    /// Queues a [`DeltaType::Sync`] delta for every known key that has nothing queued (client-go
+    /// `Resync`). Does nothing without [`KnownObjects`].
+    pub fn resync(&self) {
+        if self.shared.known.is_none() {
+            return;
+        }
+        let mut inner = self.lock();
+        let mut wake = false;
+        for key in self.known_keys(&inner) {
+            if inner.items.contains_key(&key) {
+                continue;
+            }
+            if let Some(obj) = self.known_get(&inner, &key) {
+                wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Sync, obj));
+            }
+        }
+        self.wake(inner, wake);
+    }
+
+    /// `true` once the first [`replace`](Self::replace) happened and every key it left queued
+    /// (listed items and detected deletions) has been popped and its [`Batch`] completed
+    /// (dropped). One atomic load: lock-free, callable from anywhere, including the consumer
+    /// while it holds a batch.
+    ///
+    /// Unlike upstream, `add`/`update`/`delete` before the first `replace` do not mark the
+    /// queue populated: only a full list does.
+    pub fn has_synced(&self) -> bool {
+        self.shared.unsynced.load(Ordering::Acquire) == 0
+    }
+
+    /// Closes the queue: pops hand out what is still queued, then return
+    /// [`PopError::Closed`]. Wakes every waiting pop. Producers may still push (their deltas are
+    /// handed out too); nothing ever blocks them.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        drop(inner);
+        self.shared.cond.notify_all();
+        self.shared.notify.notify_waiters();
+    }
+
+    /// `true` after [`close`](Self::close).
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// Number of queued keys.
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// `true` when no key is queued.
+    pub fn is_empty(&self) -> bool {
+        self.lock().queue.is_empty()
+    }
+
+    /// Queued keys in pop order.
+    pub fn queued_keys(&self) -> Vec<ObjectKey> {
+        self.lock().queue.iter().cloned().collect()
+    }
+
+    /// Pops up to `max` (at least one) distinct keys with their deltas, in first-enqueue order,
+    /// blocking while the queue is empty. The queue's lock is held only to take the batch out:
+    /// the consumer works on it without any lock of ours, and producers go on meanwhile.
+    ///
+    /// Drop the [`Batch`] once its deltas are applied: that completes it (see
+    /// [`Batch`] and [`has_synced`](Self::has_synced)).
+    ///
+    /// # Errors
+    /// [`PopError::Closed`] once the queue is closed and empty.
+    pub fn pop_batch(&self, max: usize) -> Result<Batch, PopError> {
+        let mut inner = self.lock();
+        loop {
+            if !inner.queue.is_empty() {
+                return Ok(self.take_locked(&mut inner, max));
+            }
+            if inner.closed {
+                return Err(PopError::Closed);
+            }
+            inner.blocked_poppers += 1;
+            inner = self
+                .shared
+                .cond
+                .wait(inner)
+                .unwrap_or_else(PoisonError::into_inner);
+            inner.blocked_poppers -= 1;
+        }
+    }
+
+    /// As [`pop_batch`](Self::pop_batch) without waiting.
+    ///
+    /// # Errors
+    /// [`TryPopError::Empty`] when nothing is queued, [`TryPopError::Closed`] once the queue is
+    /// closed and empty.
+    pub fn try_pop_batch(&self, max: usize) -> Result<Batch, TryPopError> {
+        let mut inner = self.lock();
+        if !inner.queue.is_empty() {
+            Ok(self.take_locked(&mut inner, max))
+        } else if inner.closed {
+            Err(TryPopError::Closed)
+        } else {
+            Err(TryPopError::Empty)
+        }
+    }
+
+    /// As [`pop_batch`](Self::pop_batch), waiting asynchronously (for consumers on a tokio
+    /// runtime; works on any executor).
+    ///
+    /// # Errors
+    /// [`PopError::Closed`] once the queue is closed and empty.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the batch is taken synchronously in the poll that returns it, so a dropped
+    /// future never loses deltas.
+    pub async fn pop_batch_async(&self, max: usize) -> Result<Batch, PopError> {
+        loop {
+            let notified = self.shared.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Register before checking, so a push between the check and the await wakes us.
+            notified.as_mut().enable();
+            match self.try_pop_batch(max) {
+                Ok(batch) => return Ok(batch),
+                Err(TryPopError::Closed) => return Err(PopError::Closed),
+                Err(TryPopError::Empty) => notified.await,
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // No code of ours panics under the lock with the structures half-updated; a panic in a
+        // `KnownObjects` implementation leaves them consistent.
+        self.shared
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn transform(&self, obj: Arc<Object>) -> Arc<Object> {
+        match &self.shared.transform {
+            Some(f) => f(obj),
+            None => obj,
+        }
+    }
+
+    fn push(&self, kind: DeltaType, obj: Arc<Object>) {
+        let obj = self.transform(obj);
+        let key = obj.key();
+        let mut inner = self.lock();
+        let wake = enqueue(&mut inner, key, Delta::new(kind, obj));
+        self.wake(inner, wake);
+    }
+
+    /// Releases the lock, then wakes waiting pops if the queue just became non-empty (waiters
+    /// only sleep on an empty queue, so other pushes need no wake-up).
+    fn wake(&self, inner: MutexGuard<'_, Inner>, became_non_empty: bool) {
+        let blocked = inner.blocked_poppers > 0;
+        drop(inner);
+        if became_non_empty {
+            if blocked {
+                self.shared.cond.notify_all();
+            }
+            self.shared.notify.notify_waiters();
+        }
+    }
+
+    /// The known object under `key`, with in-flight batches applied.
+    fn known_get(&self, inner: &Inner, key: &ObjectKey) -> Option<Arc<Object>> {
+        let known = self.shared.known.as_ref()?;
+        match inner.in_flight.get(key) {
+            Some(f) => f.after.clone(),
+            None => known.get(key),
+        }
+    }
+
+    /// The known keys, with in-flight batches applied.
+    fn known_keys(&self, inner: &Inner) -> Vec<ObjectKey> {
+        let Some(known) = &self.shared.known else {
+            return Vec::new();
+        };
+        let mut keys = known.list_keys();
+        if !inner.in_flight.is_empty() {
+            keys.retain(|k| !inner.in_flight.contains_key(k));
+            keys.extend(
+                inner
+                    .in_flight
+                    .iter()
+                    .filter(|(_, f)| f.after.is_some())
+                    .map(|(k, _)| k.clone()),
+            );
+        }
+        keys
+    }
+
+    fn take_locked(&self, inner: &mut Inner, max: usize) -> Batch {
+        let n = max.max(1).min(inner.queue.len());
+        let id = inner.next_batch;
+        inner.next_batch += 1;
+        let track = self.shared.known.is_some();
+        let mut items = Vec::with_capacity(n);
+        let mut initial = 0;
+        for _ in 0..n {
+            let key = inner.queue.pop_front().expect("n <= queue length");
+            let deltas = inner
+                .items
+                .remove(&key)
+                .expect("every queued key has deltas");
+            let is_in_initial_list = inner.initial_unpopped > 0;
+            if is_in_initial_list {
+                inner.initial_unpopped -= 1;
+                initial += 1;
+            }
+            if track {
+                let newest = deltas.newest().expect("queued deltas are never empty");
+                let after = match newest.kind {
+                    DeltaType::Deleted => None,
+                    _ => Some(newest.object.object().clone()),
+                };
+                inner
+                    .in_flight
+                    .insert(key.clone(), InFlight { batch: id, after });
+            }
+            items.push(KeyDeltas {
+                key,
+                deltas,
+                is_in_initial_list,
+            });
+        }
+        Batch {
+            items,
+            shared: self.shared.clone(),
+            id,
+            initial,
+            tracked: track,
+        }
+    }
+}
+
+/// Appends `delta` to `key`'s deltas, queueing the key if it was not. Returns `true` when the
+/// queue was empty before.
+fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
+    let was_empty = inner.queue.is_empty();
+    match inner.items.entry(key) {
+        Entry::Occupied(mut e) => e.get_mut().push(delta),
+        Entry::Vacant(e) => {
+            inner.queue.push_back(e.key().clone());
+            e.insert(std::iter::once(delta).collect());
+        }
+    }
+    was_empty
+}
+
+impl fmt::Debug for DeltaFifo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("DeltaFifo")
+            .field("queued", &inner.queue.len())
+            .field("in_flight", &inner.in_flight.len())
+            .field("populated", &inner.populated)
+            .field("closed", &inner.closed)
+            .field("has_synced", &self.has_synced())
+            .finish()
+    }
+}
+
+/// Keys popped together, each with its deltas; dereferences to `[KeyDeltas]`.
+///
+/// The batch is *completed* when dropped: the queue then stops overlaying its state on the
+/// [`KnownObjects`] (the consumer must have applied it to them by then) and counts its initial
+/// items towards [`DeltaFifo::has_synced`]. Drop it after applying its deltas, not before.
+/// A batch may be sent to another thread.
+#[must_use = "dropping a batch completes it: apply its deltas first"]
+pub struct Batch {
+    items: Vec<KeyDeltas>,
+    shared: Arc<Shared>,
+    id: u64,
+    initial: usize,
+    tracked: bool,
+}
+
+impl Batch {
+    /// The popped keys with their deltas, in pop order.
+    pub fn items(&self) -> &[KeyDeltas] {
+        &self.items
+    }
+
+    /// Completes the batch (same as dropping it).
+    pub fn complete(self) {}
+}
+
+impl Deref for Batch {
+    type Target = [KeyDeltas];
+
+    fn deref(&self) -> &[KeyDeltas] {
+        &self.items
+    }
+}
+
+impl<'a> IntoIterator for &'a Batch {
+    type Item = &'a KeyDeltas;
+    type IntoIter = std::slice::Iter<'a, KeyDeltas>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if self.tracked {
+            let mut inner = self
+                .shared
+                .inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for item in &self.items {
+                if let Entry::Occupied(e) = inner.in_flight.entry(item.key.clone())
+                    && e.get().batch == self.id
+                {
+                    e.remove();
+                }
+            }
+        }
+        if self.initial > 0 {
+            self.shared
+                .unsynced
+                .fetch_sub(self.initial, Ordering::Release);
+        }
+    }
+}
+
+impl fmt::Debug for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch")
+            .field("id", &self.id)
+            .field("initial", &self.initial)
+            .field("items", &self.items)
+            .finish()
+    }
+}
