@@ -1,1 +1,31 @@
-fn main(){}
+//! The `informer` command line: `flood` runs the whole pipeline against the embedded simulated
+//! API server and verifies it; `decode` prints what is inside Kubernetes bytes.
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// client-go's informer machinery, rebuilt in Rust.
+#[derive(Debug, Parser)]
+#[command(name = "informer", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode Kubernetes objects, lists, etcd values and watch captures and print their metadata.
+    Decode(cli::decode::DecodeArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match &cli.command {
+        Command::Decode(args) => cli::decode::run(args),
+    };
+    std::process::exit(code);
+}

@@ -184,10 +184,11 @@ fn check_testdata_dir(dir: &str) {
         a.managed_fields.clear();
         b.managed_fields.clear();
         // JSON carries second precision; protobuf may carry nanos.
-        for t in [&mut a.creation_timestamp, &mut a.deletion_timestamp] {
-            if let Some(t) = t {
-                t.nanos = 0;
-            }
+        for t in [&mut a.creation_timestamp, &mut a.deletion_timestamp]
+            .into_iter()
+            .flatten()
+        {
+            t.nanos = 0;
         }
         assert_eq!(a, b, "{name}: protobuf and JSON metadata differ");
         assert_eq!(from_json.gvk(), obj.gvk(), "{name}: gvk");

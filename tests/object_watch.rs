@@ -153,11 +153,14 @@ fn json_stream_survives_every_single_cut() {
     }
 }
 
+/// Events, their framing and their encoded stream.
+type Stream = (Vec<WatchEvent>, WatchFormat, Vec<u8>);
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn streams_survive_random_chunking(cuts in proptest::collection::vec(any::<usize>(), 0..40)) {
-        static STREAMS: std::sync::LazyLock<Vec<(Vec<WatchEvent>, WatchFormat, Vec<u8>)>> =
+        static STREAMS: std::sync::LazyLock<Vec<Stream>> =
             std::sync::LazyLock::new(|| {
                 [(events(&pods(5)), WatchFormat::Protobuf), (events(&json_pods(2)), WatchFormat::Json)]
                     .into_iter()

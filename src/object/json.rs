@@ -87,14 +87,6 @@ fn parse_time(s: &str) -> Result<Time, String> {
     })
 }
 
-/// Formats a time as Kubernetes does in JSON: RFC 3339, UTC, second precision.
-pub(crate) fn format_time(t: &Time) -> String {
-    match jiff::Timestamp::from_second(t.seconds) {
-        Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        Err(_) => "1970-01-01T00:00:00Z".to_owned(),
-    }
-}
-
 /// Decodes a JSON `metadata` member. `base` is its offset in the input, for error messages.
 pub(crate) fn decode_meta(
     input: &Bytes,
@@ -200,8 +192,8 @@ fn meta_to_json(
         uid: some(&meta.uid),
         resource_version: some(&meta.resource_version),
         generation: meta.generation,
-        creation_timestamp: meta.creation_timestamp.as_ref().map(format_time),
-        deletion_timestamp: meta.deletion_timestamp.as_ref().map(format_time),
+        creation_timestamp: meta.creation_timestamp.as_ref().map(Time::to_rfc3339),
+        deletion_timestamp: meta.deletion_timestamp.as_ref().map(Time::to_rfc3339),
         deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
         labels: (!meta.labels.is_empty()).then(|| meta.labels.clone()),
         annotations: (!meta.annotations.is_empty()).then(|| meta.annotations.clone()),

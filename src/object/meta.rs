@@ -17,6 +17,17 @@ pub struct Time {
     pub nanos: i32,
 }
 
+impl Time {
+    /// RFC 3339 in UTC with second precision, as Kubernetes writes times in JSON
+    /// (`2008-01-01T01:01:01Z`). Out-of-range times print as `seconds=<n>`.
+    pub fn to_rfc3339(&self) -> String {
+        match jiff::Timestamp::from_second(self.seconds) {
+            Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            Err(_) => format!("seconds={}", self.seconds),
+        }
+    }
+}
+
 /// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OwnerReference {

@@ -1,0 +1,3 @@
+//! Subcommands of the `informer` binary.
+
+pub(crate) mod decode;

@@ -1,0 +1,351 @@
+//! The read side: [`Store`] (always the latest version) and [`Snapshot`] (one version, held).
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use crate::object::{Object, ObjectKey};
+
+use super::error::{StoreError, WaitError};
+use super::version::Version;
+
+/// What readers and the writer share: the published version, and the resourceVersion channel
+/// that wakes waiters (only [`Store::wait_for`] touches it; data reads never do).
+pub(crate) struct Shared {
+    pub(crate) current: ArcSwap<Version>,
+    pub(crate) rv: watch::Receiver<u64>,
+}
+
+/// A cheap-to-clone read handle on a store: every call reads the latest published version.
+///
+/// Reads take no lock and never wait for the [`Writer`](super::Writer): each call loads the
+/// current version through `arc-swap` (no reference count is touched for `get`, `len`,
+/// `by_index`...) and looks up in it. Two calls may see two different versions; take a
+/// [`Snapshot`] to make several reads agree (see the module docs, *Consistency*).
+///
+/// `Store` is `Clone + Send + Sync`; clones share the same store.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self.shared.current.load(), f)
+    }
+}
+
+impl Store {
+    /// The object stored under `key` (`namespace/name` or `name`), shared with the store.
+    pub fn get<K: Borrow<str> + ?Sized>(&self, key: &K) -> Option<Arc<Object>> {
+        self.shared.current.load().get(key.borrow()).cloned()
+    }
+
+    /// Whether an object is stored under `key`.
+    pub fn contains_key<K: Borrow<str> + ?Sized>(&self, key: &K) -> bool {
+        self.shared.current.load().get(key.borrow()).is_some()
+    }
+
+    /// Every object, in no particular order (client-go `List`). Allocates one `Vec`; use
+    /// [`Snapshot::iter`] to walk the objects without it.
+    pub fn list(&self) -> Vec<Arc<Object>> {
+        self.snapshot().list()
+    }
+
+    /// Every key, in no particular order (client-go `ListKeys`).
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.snapshot().keys()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.shared.current.load().len()
+    }
+
+    /// Whether the store holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The resourceVersion the store reflects: the last one given to
+    /// [`Writer::apply`](super::Writer::apply), [`replace`](super::Writer::replace) or
+    /// [`bookmark`](super::Writer::bookmark); 0 before any.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.current.load().resource_version
+    }
+
+    /// Objects indexed under `value` by index `name`, sorted by key (client-go `ByIndex`).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<Object>>, StoreError> {
+        self.shared.current.load().by_index(name, value)
+    }
+
+    /// Keys indexed under `value` by index `name`, sorted (client-go `IndexKeys`).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, StoreError> {
+        self.shared.current.load().index_keys(name, value)
+    }
+
+    /// Every value of index `name` that has at least one object, sorted
+    /// (client-go `ListIndexFuncValues`).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn index_values(&self, name: &str) -> Result<Vec<Arc<str>>, StoreError> {
+        self.shared.current.load().index_values(name)
+    }
+
+    /// Objects sharing at least one value of index `name` with `obj`, each once, sorted by key
+    /// (client-go `Index`). `obj` itself need not be in the store.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`]; [`StoreError::IndexFunc`] when the index function fails on
+    /// `obj`.
+    pub fn index(&self, name: &str, obj: &Object) -> Result<Vec<Arc<Object>>, StoreError> {
+        self.shared.current.load().index(name, obj)
+    }
+
+    /// Names of the store's indexes, in the order they were added.
+    pub fn index_names(&self) -> Vec<String> {
+        self.shared
+            .current
+            .load()
+            .index_names()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The current version, held: every read on it sees the same objects and indexes at the
+    /// same resourceVersion, whatever the writer does meanwhile. Costs one reference-count
+    /// increment; holding it keeps that version's memory alive.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            version: self.shared.current.load_full(),
+        }
+    }
+
+    /// Waits until the store reflects at least resourceVersion `rv` and returns a snapshot of a
+    /// version that does (read-your-writes: a controller that wrote an object at `rv` waits for
+    /// its own informer to catch up). Returns at once when the store is already there.
+    ///
+    /// Runtime-agnostic: needs no tokio runtime (it waits on a `tokio::sync::watch` channel
+    /// that the writer signals after each publication).
+    ///
+    /// # Errors
+    /// [`WaitError::WriterDropped`] when the writer goes away first. Wrap the call in
+    /// `tokio::time::timeout` to bound the wait.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future loses nothing.
+    pub async fn wait_for(&self, rv: u64) -> Result<Snapshot, WaitError> {
+        let snap = self.snapshot();
+        if snap.resource_version() >= rv {
+            return Ok(snap);
+        }
+        let mut rx = self.shared.rv.clone();
+        loop {
+            // The writer publishes a version, then sends its resourceVersion: once the channel
+            // shows `rv`, the published version reflects it (unless a replace went back).
+            let res = rx.wait_for(|&current| current >= rv).await.map(|_| ());
+            let snap = self.snapshot();
+            if snap.resource_version() >= rv {
+                return Ok(snap);
+            }
+            if res.is_err() {
+                return Err(WaitError::WriterDropped {
+                    wanted: rv,
+                    reached: snap.resource_version(),
+                });
+            }
+            // A replace lowered the resourceVersion between the signal and our load: wait for
+            // the next change.
+            if rx.changed().await.is_err() && self.resource_version() < rv {
+                return Err(WaitError::WriterDropped {
+                    wanted: rv,
+                    reached: self.resource_version(),
+                });
+            }
+        }
+    }
+
+    /// [`Store::wait_for`] for threads outside async code: blocks the calling thread (parking
+    /// it, no spinning) until the store reflects at least `rv` or `timeout` elapses.
+    ///
+    /// Do not call it on an async runtime's worker thread: it blocks that thread.
+    ///
+    /// # Errors
+    /// [`WaitError::Timeout`], [`WaitError::WriterDropped`].
+    pub fn wait_for_blocking(&self, rv: u64, timeout: Duration) -> Result<Snapshot, WaitError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut fut = pin!(self.wait_for(rv));
+        let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(res) = fut.as_mut().poll(&mut cx) {
+                return res;
+            }
+            match deadline {
+                None => thread::park(),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(WaitError::Timeout {
+                            wanted: rv,
+                            reached: self.resource_version(),
+                        });
+                    }
+                    thread::park_timeout(deadline - now);
+                }
+            }
+        }
+    }
+}
+
+/// Wakes a parked thread (the waker of [`Store::wait_for_blocking`]).
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// One version of the store, held: all reads on a `Snapshot` see the same objects and indexes,
+/// across all shards, at one resourceVersion, and never a part of a batch.
+///
+/// Cheap to clone (one reference count). While any snapshot of a version exists, the objects
+/// and index entries that later versions replaced stay in memory; drop snapshots when done.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub(crate) version: Arc<Version>,
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.version, f)
+    }
+}
+
+impl Snapshot {
+    /// The resourceVersion this snapshot reflects (0 before any).
+    pub fn resource_version(&self) -> u64 {
+        self.version.resource_version
+    }
+
+    /// How many versions the writer had published before this one (every `apply`, `replace`,
+    /// `bookmark` and `add_indexers` that changed something publishes one). Useful to tell
+    /// whether two snapshots are the same version.
+    pub fn generation(&self) -> u64 {
+        self.version.generation
+    }
+
+    /// Number of shards of the store.
+    pub fn shard_count(&self) -> usize {
+        self.version.shard_count()
+    }
+
+    /// The object stored under `key`.
+    pub fn get<K: Borrow<str> + ?Sized>(&self, key: &K) -> Option<&Arc<Object>> {
+        self.version.get(key.borrow())
+    }
+
+    /// Whether an object is stored under `key`.
+    pub fn contains_key<K: Borrow<str> + ?Sized>(&self, key: &K) -> bool {
+        self.version.get(key.borrow()).is_some()
+    }
+
+    /// Every `(key, object)`, shard after shard, in no particular order; allocates nothing.
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Object>)> + '_ {
+        self.version.iter()
+    }
+
+    /// Every object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<Object>> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.iter().map(|(_, o)| o.clone()));
+        out
+    }
+
+    /// Every key, in no particular order.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.iter().map(|(k, _)| k.clone()));
+        out
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.version.len()
+    }
+
+    /// Whether the snapshot holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Objects indexed under `value` by index `name`, sorted by key.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<Object>>, StoreError> {
+        self.version.by_index(name, value)
+    }
+
+    /// Keys indexed under `value` by index `name`, ascending, without allocating.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn index_key_iter(
+        &self,
+        name: &str,
+        value: &str,
+    ) -> Result<impl Iterator<Item = &ObjectKey> + '_, StoreError> {
+        self.version.index_key_iter(name, value)
+    }
+
+    /// Keys indexed under `value` by index `name`, sorted.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, StoreError> {
+        self.version.index_keys(name, value)
+    }
+
+    /// Every value of index `name` that has at least one object, sorted.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`].
+    pub fn index_values(&self, name: &str) -> Result<Vec<Arc<str>>, StoreError> {
+        self.version.index_values(name)
+    }
+
+    /// Objects sharing at least one value of index `name` with `obj`, each once, sorted by key.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownIndex`]; [`StoreError::IndexFunc`] when the index function fails on
+    /// `obj`.
+    pub fn index(&self, name: &str, obj: &Object) -> Result<Vec<Arc<Object>>, StoreError> {
+        self.version.index(name, obj)
+    }
+
+    /// Names of the indexes, in the order they were added.
+    pub fn index_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.version.index_names()
+    }
+}

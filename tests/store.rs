@@ -1,0 +1,694 @@
+//! Store tests: named cases, reads, waits, and a concurrency test of atomic batches.
+//! The model-based proptest lives in `tests/store_model.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, OwnerReference};
+use informer::store::{
+    Batch, IndexError, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, StoreConfig,
+    StoreError, UID_INDEX, WaitError, index_func, labels_index_func, owner_uid_index_func, store,
+    uid_index_func,
+};
+
+/// Every test runs against these shard counts.
+const SHARDS: [usize; 3] = [1, 2, 64];
+
+fn pod(ns: &str, name: &str, uid: &str, labels: &[(&str, &str)]) -> Arc<Object> {
+    let meta = ObjectMeta {
+        name: name.to_owned(),
+        namespace: ns.to_owned(),
+        uid: uid.to_owned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+        ..ObjectMeta::default()
+    };
+    Arc::new(Object::from_parts(
+        Arc::new(GroupVersionKind::new("", "v1", "Pod")),
+        meta,
+        Bytes::new(),
+        Encoding::Protobuf,
+    ))
+}
+
+fn keys(objs: &[Arc<Object>]) -> Vec<String> {
+    objs.iter().map(|o| o.key().to_string()).collect()
+}
+
+/// Index `vals`: the comma-separated values of label `vals`.
+fn vals_index() -> informer::store::IndexFunc {
+    index_func(|obj| {
+        Ok(obj
+            .meta()
+            .labels
+            .get("vals")
+            .map(|v| v.split(',').map(str::to_owned).collect())
+            .unwrap_or_default())
+    })
+}
+
+#[test]
+fn add_get_update_delete_list() {
+    for shards in SHARDS {
+        let (r, mut w) = store(StoreConfig::default().shards(shards));
+        assert!(r.is_empty());
+        let a = pod("default", "a", "ua", &[]);
+        let b = pod("kube-system", "b", "ub", &[]);
+        let node = pod("", "node-1", "un", &[]);
+        let mut batch = Batch::new();
+        batch.add(a.clone()).add(b.clone()).add(node.clone());
+        batch.set_resource_version(5);
+        let prev = w.apply(batch).unwrap();
+        assert!(prev.iter().all(Option::is_none));
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.resource_version(), 5);
+        assert!(Arc::ptr_eq(&r.get("default/a").unwrap(), &a));
+        assert!(Arc::ptr_eq(
+            &r.get(&ObjectKey::new("", "node-1")).unwrap(),
+            &node
+        ));
+        assert!(r.get("default/zzz").is_none());
+        let mut listed = keys(&r.list());
+        listed.sort();
+        assert_eq!(listed, ["default/a", "kube-system/b", "node-1"]);
+        let mut ks: Vec<String> = r.keys().iter().map(|k| k.to_string()).collect();
+        ks.sort();
+        assert_eq!(ks, listed);
+
+        // Update returns the old object; delete returns the deleted one; rv never goes back.
+        let a2 = pod("default", "a", "ua", &[("v", "2")]);
+        let mut batch = Batch::new();
+        batch
+            .update(a2.clone())
+            .delete(ObjectKey::new("kube-system", "b"));
+        batch.delete(ObjectKey::new("nope", "x"));
+        batch.set_resource_version(3);
+        let prev = w.apply(batch).unwrap();
+        assert!(Arc::ptr_eq(prev[0].as_ref().unwrap(), &a));
+        assert!(Arc::ptr_eq(prev[1].as_ref().unwrap(), &b));
+        assert!(prev[2].is_none());
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.resource_version(), 5, "resourceVersion must not go back");
+        assert!(Arc::ptr_eq(&r.get("default/a").unwrap(), &a2));
+        assert_eq!(
+            keys(&r.by_index(NAMESPACE_INDEX, "kube-system").unwrap()),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            r.index_values(NAMESPACE_INDEX)
+                .unwrap()
+                .iter()
+                .map(|v| &**v)
+                .collect::<Vec<_>>(),
+            ["", "default"]
+        );
+    }
+}
+
+#[test]
+fn resource_version_from_objects_when_batch_has_none() {
+    let (r, mut w) = store(StoreConfig::default());
+    let mut meta = ObjectMeta {
+        name: "a".into(),
+        namespace: "ns".into(),
+        resource_version: "42".into(),
+        ..ObjectMeta::default()
+    };
+    let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
+    let o42 = Arc::new(Object::from_parts(
+        gvk.clone(),
+        meta.clone(),
+        Bytes::new(),
+        Encoding::Protobuf,
+    ));
+    meta.name = "b".into();
+    meta.resource_version = "not-a-number".into();
+    let onum = Arc::new(Object::from_parts(
+        gvk,
+        meta,
+        Bytes::new(),
+        Encoding::Protobuf,
+    ));
+    let mut batch = Batch::new();
+    batch.add(o42).add(onum);
+    w.apply(batch).unwrap();
+    assert_eq!(r.resource_version(), 42);
+}
+
+#[test]
+fn index_queries_follow_client_go() {
+    for shards in SHARDS {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer(LABELS_INDEX, labels_index_func()),
+        );
+        let mut batch = Batch::new();
+        batch
+            .add(pod("ns", "web-2", "1", &[("app", "web"), ("tier", "fe")]))
+            .add(pod("ns", "web-1", "2", &[("app", "web")]))
+            .add(pod("ns", "db", "3", &[("app", "db"), ("tier", "be")]))
+            .add(pod("other", "web-3", "4", &[("app", "web")]));
+        w.apply(batch).unwrap();
+        // by_index / index_keys sorted by key.
+        assert_eq!(
+            keys(&r.by_index(LABELS_INDEX, "app=web").unwrap()),
+            ["ns/web-1", "ns/web-2", "other/web-3"]
+        );
+        let ik: Vec<String> = r
+            .index_keys(LABELS_INDEX, "app=web")
+            .unwrap()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(ik, ["ns/web-1", "ns/web-2", "other/web-3"]);
+        assert!(r.by_index(LABELS_INDEX, "app=none").unwrap().is_empty());
+        assert_eq!(
+            r.index_values(LABELS_INDEX)
+                .unwrap()
+                .iter()
+                .map(|v| &**v)
+                .collect::<Vec<_>>(),
+            ["app=db", "app=web", "tier=be", "tier=fe"]
+        );
+        // index(): objects sharing any value, each once, the probe need not be stored.
+        let probe = pod("x", "probe", "9", &[("app", "db"), ("tier", "fe")]);
+        assert_eq!(
+            keys(&r.index(LABELS_INDEX, &probe).unwrap()),
+            ["ns/db", "ns/web-2"]
+        );
+        // Unknown index: typed error everywhere.
+        let unknown = StoreError::UnknownIndex {
+            name: "nope".into(),
+        };
+        assert_eq!(r.by_index("nope", "v").unwrap_err(), unknown);
+        assert_eq!(r.index_keys("nope", "v").unwrap_err(), unknown);
+        assert_eq!(r.index_values("nope").unwrap_err(), unknown);
+        assert_eq!(r.index("nope", &probe).unwrap_err(), unknown);
+        assert!(r.snapshot().index_key_iter("nope", "v").is_err());
+    }
+}
+
+#[test]
+fn provided_index_funcs() {
+    let mut o = ObjectMeta {
+        name: "p".into(),
+        namespace: "ns".into(),
+        uid: "u-1".into(),
+        ..ObjectMeta::default()
+    };
+    o.labels.insert("a".into(), "1".into());
+    o.labels.insert("b".into(), "".into());
+    o.owner_references = vec![
+        OwnerReference {
+            uid: "owner-1".into(),
+            ..OwnerReference::default()
+        },
+        OwnerReference {
+            uid: "owner-2".into(),
+            ..OwnerReference::default()
+        },
+    ];
+    let obj = Object::from_parts(
+        Arc::new(GroupVersionKind::new("", "v1", "Pod")),
+        o,
+        Bytes::new(),
+        Encoding::Protobuf,
+    );
+    let v = |f: informer::store::IndexFunc| f(&obj).unwrap().into_vec();
+    assert_eq!(v(labels_index_func()), ["a=1", "b="]);
+    assert_eq!(v(owner_uid_index_func()), ["owner-1", "owner-2"]);
+    assert_eq!(v(uid_index_func()), ["u-1"]);
+    assert_eq!(v(informer::store::namespace_index_func()), ["ns"]);
+    let cluster = pod("", "node", "", &[]);
+    assert_eq!(uid_index_func()(&cluster).unwrap().len(), 0);
+    assert_eq!(
+        informer::store::namespace_index_func()(&cluster)
+            .unwrap()
+            .into_vec(),
+        [""]
+    );
+}
+
+/// Named case: an object updated from index values ["a"] to ["a","b"] is found under both.
+#[test]
+fn update_from_a_to_a_b_is_found_under_both() {
+    for shards in SHARDS {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer("vals", vals_index()),
+        );
+        w.apply(
+            Batch::new()
+                .add(pod("ns", "x", "1", &[("vals", "a")]))
+                .clone(),
+        )
+        .unwrap();
+        assert_eq!(keys(&r.by_index("vals", "a").unwrap()), ["ns/x"]);
+        assert!(r.by_index("vals", "b").unwrap().is_empty());
+
+        w.apply(
+            Batch::new()
+                .update(pod("ns", "x", "1", &[("vals", "a,b")]))
+                .clone(),
+        )
+        .unwrap();
+        assert_eq!(keys(&r.by_index("vals", "a").unwrap()), ["ns/x"]);
+        assert_eq!(keys(&r.by_index("vals", "b").unwrap()), ["ns/x"]);
+        let vals: Vec<String> = r
+            .index_values("vals")
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(vals, ["a", "b"]);
+
+        // And back down to ["b"]: "a" is gone from the index altogether.
+        w.apply(
+            Batch::new()
+                .update(pod("ns", "x", "1", &[("vals", "b,b")]))
+                .clone(),
+        )
+        .unwrap();
+        assert!(r.by_index("vals", "a").unwrap().is_empty());
+        let vals: Vec<String> = r
+            .index_values("vals")
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(vals, ["b"]);
+    }
+}
+
+/// Named case: an index function failing on the second of two indexers leaves the item and
+/// both indexes at the old version, and publishes nothing (the rest of the batch included).
+#[test]
+fn index_error_on_second_indexer_rejects_whole_batch() {
+    let strict = index_func(|obj| {
+        if obj.meta().labels.contains_key("bad") {
+            Err(IndexError::new("bad label"))
+        } else {
+            Ok(obj
+                .meta()
+                .labels
+                .get("vals")
+                .map(|v| IndexValues::from_elem(v.clone(), 1))
+                .unwrap_or_default())
+        }
+    });
+    for shards in SHARDS {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer("first", vals_index())
+                .indexer("second", strict.clone()),
+        );
+        let v1 = pod("ns", "x", "1", &[("vals", "old")]);
+        w.apply(
+            Batch::new()
+                .add(v1.clone())
+                .clone()
+                .with_resource_version(7),
+        )
+        .unwrap();
+        let before = r.snapshot();
+
+        let mut batch = Batch::new();
+        batch.add(pod("ns", "other", "2", &[("vals", "new")])); // valid, must not appear
+        batch.delete(ObjectKey::new("ns", "x")); // valid, must not happen
+        batch.add(pod("ns", "x", "1", &[("vals", "new"), ("bad", "1")]));
+        batch.set_resource_version(8);
+        let err = w.apply(batch).unwrap_err();
+        match &err {
+            StoreError::IndexFunc { index, key, source } => {
+                assert_eq!(&**index, "second");
+                assert_eq!(key.as_str(), "ns/x");
+                assert_eq!(source.message(), "bad label");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        let after = r.snapshot();
+        assert_eq!(after.generation(), before.generation(), "nothing published");
+        assert_eq!(r.resource_version(), 7);
+        assert_eq!(r.len(), 1);
+        assert!(Arc::ptr_eq(&r.get("ns/x").unwrap(), &v1));
+        assert!(r.get("ns/other").is_none());
+        for index in ["first", "second"] {
+            assert_eq!(keys(&r.by_index(index, "old").unwrap()), ["ns/x"]);
+            assert!(r.by_index(index, "new").unwrap().is_empty());
+            let vals: Vec<String> = r
+                .index_values(index)
+                .unwrap()
+                .iter()
+                .map(|v| v.to_string())
+                .collect();
+            assert_eq!(vals, ["old"]);
+        }
+        // replace() with a bad object is rejected the same way.
+        assert!(
+            w.replace([pod("ns", "y", "3", &[("bad", "1")])], 100)
+                .is_err()
+        );
+        assert!(Arc::ptr_eq(&r.get("ns/x").unwrap(), &v1));
+        assert_eq!(r.resource_version(), 7);
+        // index() on a probe the function rejects: a typed error, no panic.
+        let probe = pod("ns", "p", "4", &[("bad", "1")]);
+        assert!(matches!(
+            r.index("second", &probe),
+            Err(StoreError::IndexFunc { .. })
+        ));
+    }
+}
+
+fn uid_cycles(cycles: usize) {
+    let (r, mut w) = store(StoreConfig::default().indexer(UID_INDEX, uid_index_func()));
+    for i in 0..cycles {
+        let uid = format!("uid-{i}");
+        w.apply(Batch::new().add(pod("ns", "churn", &uid, &[])).clone())
+            .unwrap();
+        if i % 10_000 == 0 {
+            assert_eq!(r.index_keys(UID_INDEX, &uid).unwrap().len(), 1);
+        }
+        w.apply(Batch::new().delete(ObjectKey::new("ns", "churn")).clone())
+            .unwrap();
+    }
+    assert!(r.is_empty());
+    assert!(r.index_values(UID_INDEX).unwrap().is_empty());
+    assert!(r.index_values(NAMESPACE_INDEX).unwrap().is_empty());
+}
+
+/// Named case: create/delete cycles with a UID index leave no index value behind.
+#[test]
+fn uid_index_does_not_leak_over_create_delete_cycles() {
+    uid_cycles(100_000);
+}
+
+/// The full-size version of the case above (run with `--ignored`, preferably `--release`).
+#[test]
+#[ignore = "heavy: 1 000 000 cycles"]
+fn uid_index_does_not_leak_over_a_million_cycles() {
+    uid_cycles(1_000_000);
+}
+
+#[test]
+fn add_indexers_indexes_existing_items() {
+    for shards in SHARDS {
+        let (r, mut w) = store(StoreConfig::default().shards(shards));
+        let mut batch = Batch::new();
+        for i in 0..50 {
+            batch.add(pod(
+                "ns",
+                &format!("p{i:02}"),
+                &format!("u{i}"),
+                &[("app", if i % 2 == 0 { "even" } else { "odd" })],
+            ));
+        }
+        w.apply(batch).unwrap();
+        assert!(r.by_index(LABELS_INDEX, "app=even").is_err());
+        w.add_indexers([
+            (LABELS_INDEX.to_owned(), labels_index_func()),
+            (OWNER_UID_INDEX.to_owned(), owner_uid_index_func()),
+        ])
+        .unwrap();
+        assert_eq!(r.by_index(LABELS_INDEX, "app=even").unwrap().len(), 25);
+        assert_eq!(r.index_names(), ["namespace", "labels", "owner-uid"]);
+        // Conflicts and failures leave the store as it was.
+        let gen_before = r.snapshot().generation();
+        assert_eq!(
+            w.add_indexer(LABELS_INDEX, labels_index_func())
+                .unwrap_err(),
+            StoreError::IndexExists {
+                name: LABELS_INDEX.into()
+            }
+        );
+        assert!(matches!(
+            w.add_indexers([
+                ("x".to_owned(), uid_index_func()),
+                ("x".to_owned(), uid_index_func())
+            ]),
+            Err(StoreError::IndexExists { .. })
+        ));
+        let failing = index_func(|o| {
+            if o.name() == "p33" {
+                Err(IndexError::new("no"))
+            } else {
+                Ok(IndexValues::new())
+            }
+        });
+        assert!(matches!(
+            w.add_indexer("failing", failing),
+            Err(StoreError::IndexFunc { .. })
+        ));
+        assert_eq!(r.snapshot().generation(), gen_before);
+        assert_eq!(r.index_names().len(), 3);
+        // New writes maintain the new index.
+        w.apply(Batch::new().delete(ObjectKey::new("ns", "p00")).clone())
+            .unwrap();
+        assert_eq!(r.by_index(LABELS_INDEX, "app=even").unwrap().len(), 24);
+    }
+}
+
+#[test]
+fn replace_swaps_everything_and_bookmark_moves_rv() {
+    for shards in SHARDS {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer(LABELS_INDEX, labels_index_func()),
+        );
+        let mut batch = Batch::new();
+        batch
+            .add(pod("a", "1", "u1", &[("k", "v")]))
+            .add(pod("a", "2", "u2", &[("k", "v")]));
+        w.apply(batch.with_resource_version(10)).unwrap();
+        let old = r.snapshot();
+        let n3 = pod("b", "3", "u3", &[("k", "w")]);
+        w.replace(
+            [
+                pod("b", "3", "dup", &[]),
+                n3.clone(),
+                pod("c", "4", "u4", &[]),
+            ],
+            20,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        assert!(
+            Arc::ptr_eq(&r.get("b/3").unwrap(), &n3),
+            "later duplicate wins"
+        );
+        assert!(r.get("a/1").is_none());
+        assert!(r.by_index(LABELS_INDEX, "k=v").unwrap().is_empty());
+        assert_eq!(keys(&r.by_index(LABELS_INDEX, "k=w").unwrap()), ["b/3"]);
+        let ns: Vec<String> = r
+            .index_values(NAMESPACE_INDEX)
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(ns, ["b", "c"]);
+        assert_eq!(r.resource_version(), 20);
+        // The old snapshot still sees the old world.
+        assert_eq!(old.len(), 2);
+        assert_eq!(old.resource_version(), 10);
+        assert_eq!(old.by_index(LABELS_INDEX, "k=v").unwrap().len(), 2);
+        drop(old);
+
+        w.bookmark(25);
+        assert_eq!(r.resource_version(), 25);
+        assert_eq!(r.len(), 2);
+        w.bookmark(22);
+        assert_eq!(r.resource_version(), 25, "bookmark never goes back");
+        // replace may go back (the list is the truth after a relist).
+        w.replace(Vec::new(), 15).unwrap();
+        assert_eq!(r.resource_version(), 15);
+        assert!(r.is_empty());
+        assert!(r.index_values(LABELS_INDEX).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn snapshot_iter_and_consistency() {
+    let (r, mut w) = store(StoreConfig::default().shards(8));
+    let mut batch = Batch::new();
+    for i in 0..100 {
+        batch.add(pod("ns", &format!("p{i}"), "", &[]));
+    }
+    w.apply(batch.with_resource_version(1)).unwrap();
+    let snap = r.snapshot();
+    assert_eq!(snap.shard_count(), 8);
+    w.apply(
+        Batch::new()
+            .delete(ObjectKey::new("ns", "p0"))
+            .clone()
+            .with_resource_version(2),
+    )
+    .unwrap();
+    assert_eq!(snap.iter().count(), 100);
+    assert_eq!(snap.len(), 100);
+    assert!(snap.get("ns/p0").is_some());
+    assert_eq!(r.len(), 99);
+    assert!(!r.contains_key("ns/p0"));
+    let mut seen: Vec<&str> = snap.iter().map(|(k, _)| k.as_str()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 100);
+    assert_eq!(w.snapshot().generation(), snap.generation() + 1);
+}
+
+#[test]
+fn store_and_snapshot_are_send_sync_clone() {
+    fn check<T: Send + Sync + Clone>() {}
+    check::<informer::store::Store>();
+    check::<informer::store::Snapshot>();
+    fn send<T: Send>() {}
+    send::<informer::store::Writer>();
+}
+
+#[tokio::test]
+async fn wait_for_async() {
+    let (r, mut w) = store(StoreConfig::default());
+    // Already there: immediate.
+    assert_eq!(r.wait_for(0).await.unwrap().resource_version(), 0);
+    let r2 = r.clone();
+    let waiter = tokio::spawn(async move { r2.wait_for(5).await });
+    tokio::task::yield_now().await;
+    w.bookmark(3);
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished());
+    let mut batch = Batch::new();
+    batch.add(pod("ns", "a", "u", &[]));
+    w.apply(batch.with_resource_version(7)).unwrap();
+    let snap = waiter.await.unwrap().unwrap();
+    assert_eq!(snap.resource_version(), 7);
+    assert!(
+        snap.get("ns/a").is_some(),
+        "the snapshot reflects the write"
+    );
+    // Writer dropped: waiters get an error, not a hang.
+    let r3 = r.clone();
+    let waiter = tokio::spawn(async move { r3.wait_for(100).await });
+    tokio::task::yield_now().await;
+    drop(w);
+    assert_eq!(
+        waiter.await.unwrap().unwrap_err(),
+        WaitError::WriterDropped {
+            wanted: 100,
+            reached: 7
+        }
+    );
+}
+
+#[test]
+fn wait_for_blocking_wakes_times_out_and_sees_writer_drop() {
+    let (r, mut w) = store(StoreConfig::default());
+    let r2 = r.clone();
+    let t = std::thread::spawn(move || r2.wait_for_blocking(5, Duration::from_secs(30)));
+    w.bookmark(5);
+    assert_eq!(t.join().unwrap().unwrap().resource_version(), 5);
+    assert_eq!(
+        r.wait_for_blocking(6, Duration::from_millis(20))
+            .unwrap_err(),
+        WaitError::Timeout {
+            wanted: 6,
+            reached: 5
+        }
+    );
+    let r3 = r.clone();
+    let t = std::thread::spawn(move || r3.wait_for_blocking(6, Duration::from_secs(30)));
+    drop(w);
+    assert_eq!(
+        t.join().unwrap().unwrap_err(),
+        WaitError::WriterDropped {
+            wanted: 6,
+            reached: 5
+        }
+    );
+}
+
+/// A batch that changes keys in different shards is seen by readers entirely or not at all:
+/// readers spin on snapshots (and on single `Store` calls) while the writer floods batches.
+#[test]
+fn batches_across_shards_are_atomic_for_readers() {
+    const KEYS: usize = 32;
+    const BATCHES: u64 = 1_500;
+    for shards in [2, 64] {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer(LABELS_INDEX, labels_index_func()),
+        );
+        let names: Vec<String> = (0..KEYS).map(|i| format!("k{i}")).collect();
+        // rv 1: the even keys at gen 0 (the state an odd rv describes).
+        let mut batch = Batch::new();
+        for name in names.iter().step_by(2) {
+            batch.add(pod("ns", name, "", &[("gen", "0")]));
+        }
+        w.apply(batch.with_resource_version(1)).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let r = r.clone();
+                let done = done.clone();
+                let names = names.clone();
+                std::thread::spawn(move || {
+                    let mut checks = 0u64;
+                    let mut last_gen = 0;
+                    while !done.load(Ordering::Acquire) && checks < 200_000 {
+                        let snap = r.snapshot();
+                        let rv = snap.resource_version();
+                        assert!(snap.generation() >= last_gen, "versions go forward");
+                        last_gen = snap.generation();
+                        // Even batches write all keys, odd batches delete the odd keys.
+                        let expect_len = if rv % 2 == 0 { KEYS } else { KEYS / 2 };
+                        assert_eq!(snap.len(), expect_len, "rv {rv}");
+                        let gen_label = format!("gen={}", rv - rv % 2);
+                        for (i, name) in names.iter().enumerate() {
+                            let got = snap.get(&*format!("ns/{name}"));
+                            if rv % 2 == 1 && i % 2 == 1 {
+                                assert!(got.is_none(), "rv {rv}: {name} should be deleted");
+                                continue;
+                            }
+                            let obj = got.unwrap_or_else(|| panic!("rv {rv}: {name} missing"));
+                            assert_eq!(obj.meta().labels["gen"], (rv - rv % 2).to_string());
+                        }
+                        assert_eq!(
+                            snap.index_keys(LABELS_INDEX, &gen_label).unwrap().len(),
+                            expect_len
+                        );
+                        assert_eq!(snap.index_values(LABELS_INDEX).unwrap().len(), 1);
+                        // A single Store call also sees one version.
+                        let n = r.by_index(NAMESPACE_INDEX, "ns").unwrap().len();
+                        assert!(n == KEYS || n == KEYS / 2);
+                        checks += 1;
+                    }
+                    checks
+                })
+            })
+            .collect();
+        for rv in 2..=BATCHES {
+            let mut batch = Batch::with_capacity(KEYS);
+            if rv % 2 == 0 {
+                for name in &names {
+                    batch.add(pod("ns", name, "", &[("gen", &rv.to_string())]));
+                }
+            } else {
+                for name in names.iter().skip(1).step_by(2) {
+                    batch.delete(ObjectKey::new("ns", name));
+                }
+            }
+            w.apply(batch.with_resource_version(rv)).unwrap();
+        }
+        done.store(true, Ordering::Release);
+        let total: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+        assert!(total > 0, "readers checked something");
+        assert_eq!(r.resource_version(), BATCHES);
+    }
+}
