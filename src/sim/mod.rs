@@ -1,0 +1,72 @@
+//! An in-process simulated Kubernetes API server for one resource: the other side of a
+//! [`ListerWatcher`](crate::reflector::ListerWatcher), used by `informer flood`, the tests and
+//! the benches.
+//!
+//! [`SimServer`] holds objects stamped from real fixtures ([`Templates`]: the HEAD Pod, the
+//! real etcd Pod, real OpenShift Pods in JSON), serves list pages and watch streams as the
+//! bytes a real API server sends (protobuf envelopes and length-prefixed frames, or JSON
+//! documents and lines), so the decoders are on the path, and generates floods of
+//! ADDED/MODIFIED/DELETED events ([`SimServer::step`], [`SimServer::flood`]). Everything is
+//! deterministic for a [`SimConfig::seed`].
+//!
+//! # What matches a real API server
+//!
+//! - One resourceVersion counter, strictly increasing across the resource; every create,
+//!   update and delete takes the next one and stamps it into the object. A DELETED event
+//!   carries the object's last state with the deletion's resourceVersion.
+//! - New objects are real fixtures re-encoded with fresh metadata (name, namespace, uid,
+//!   labels, resourceVersion, generation, creationTimestamp; owner references point at one
+//!   ReplicaSet per `app`); every other field keeps the fixture's bytes.
+//! - Lists: `resourceVersion` unset/`""`/`"0"` serve the current state; `N` with
+//!   `NotOlderThan` (or no match) serves the current state when `N` is not newer, else 504
+//!   Timeout with cause `ResourceVersionTooLarge`; `Exact` serves the state at `N`, 410
+//!   Expired once `N` left the history window. `limit`/`continue` page through one
+//!   consistent snapshot in key order, with `remainingItemCount`; `continue` with a
+//!   `resourceVersion` other than `""`/`"0"` is a 400; an expired token is a 410 Expired with
+//!   the upstream message.
+//! - Watches: from `N`, every change after `N` in order; `N` older than the history window →
+//!   an ERROR event 410 Expired `too old resource version: N (oldest)` and the end; `N` newer
+//!   than the server → 504 `ResourceVersionTooLarge`; `""`/`"0"` → the current state as ADDED
+//!   events first; `sendInitialEvents` (needs `allowWatchBookmarks`, as upstream validates) →
+//!   the current state as ADDED, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"`,
+//!   then live events; `timeoutSeconds` → a clean end. Bookmarks carry only a resourceVersion.
+//! - Error texts and codes are upstream's.
+//!
+//! # What does not
+//!
+//! - No HTTP here (the loopback HTTP server comes later): requests are method calls, bodies
+//!   are `Bytes` chunks.
+//! - Label and field selectors are rejected with 400 rather than evaluated.
+//! - resourceVersions are consecutive (a real etcd revision is shared by every resource, so
+//!   it jumps); bookmarks come every [`SimConfig::bookmark_every`] resourceVersions and after
+//!   [`SimConfig::bookmark_idle`] of silence, not about once a minute.
+//! - `continue` tokens stay valid while their resourceVersion is in the history window (or
+//!   until [`SimConfig::continue_ttl`]), not until an etcd compaction; an expired token does
+//!   not come with a fresh inconsistent-continue token.
+//! - The watch cache window counts events, not time; a lagging watcher gets an ERROR 410 event
+//!   (a real server closes it and its next watch gets the 410). With
+//!   [`SimConfig::flow_control`] history is never dropped under a watcher, which no real
+//!   server does: it is for floods that must not relist.
+//! - Streaming lists are answered from the current state only (no `NotOlderThan` wait).
+//!
+//! # Performance
+//!
+//! Each change is encoded once into its watch frame when it is made; every watch shares
+//! those `Bytes` and only copies them into its chunk buffer. One mutex guards the state;
+//! generators take it once per batch of 256 changes, watches once per chunk (cloning `Bytes`
+//! handles only), and watches are woken once per batch through a tokio `watch` channel.
+
+mod config;
+mod error;
+mod rng;
+mod server;
+mod state;
+mod status;
+mod templates;
+mod watch;
+
+pub use config::{FloodMix, SimConfig};
+pub use error::SimError;
+pub use server::{SimServer, SimStats, Truth};
+pub use templates::{ETCD_POD, HEAD_POD, OPENSHIFT_PODS, Templates, default_fixtures_dir};
+pub use watch::SimWatch;

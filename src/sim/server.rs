@@ -1,0 +1,565 @@
+//! [`SimServer`]: the handle (objects, changes, flood driver, truth) and its list endpoint.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::SimError;
+use super::config::SimConfig;
+use super::state::{Item, State, relabel};
+use super::status;
+use super::watch::SimWatch;
+use crate::object::{
+    Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, WatchFormat, encode_list_json,
+    encode_list_protobuf, parse_resource_version,
+};
+use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
+
+/// Changes made per lock acquisition by [`SimServer::step`] and [`SimServer::flood`]: watchers
+/// get the lock between batches, and are woken once per batch.
+const BATCH: u64 = 256;
+
+/// State shared by the server handle and its watch bodies.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: SimConfig,
+    pub(crate) list_gvk: GroupVersionKind,
+    pub(crate) state: Mutex<State>,
+    /// The current resourceVersion, published after each batch of changes: watchers wait on
+    /// it.
+    pub(crate) rv_tx: watch::Sender<u64>,
+    /// Woken when a watcher advances or closes, while a flood driver waits for it.
+    pub(crate) progress: Notify,
+    /// Flood drivers waiting on `progress`.
+    pub(crate) producers_waiting: AtomicUsize,
+    /// Time origin of `continue` tokens.
+    pub(crate) epoch: Instant,
+    /// Counter for per-watch random seeds (chunk cuts).
+    pub(crate) watches_opened: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes flood drivers waiting for watchers (cheap when none waits).
+    pub(crate) fn watcher_progressed(&self) {
+        if self.producers_waiting.load(Ordering::SeqCst) > 0 {
+            self.progress.notify_waiters();
+        }
+    }
+
+    pub(crate) fn watch_format(&self) -> WatchFormat {
+        match self.cfg.templates.encoding() {
+            Encoding::Protobuf => WatchFormat::Protobuf,
+            Encoding::Json => WatchFormat::Json,
+        }
+    }
+}
+
+/// An in-process simulated Kubernetes API server for one resource: objects stamped from real
+/// fixtures, one strictly increasing resourceVersion, list pages and watch streams in the real
+/// wire format, and a generator of floods of changes. See the [module docs](super) for what
+/// matches a real server.
+///
+/// A cheap-to-clone handle (`Send + Sync`); every clone is the same server.
+///
+/// # Examples
+///
+/// ```
+/// use informer::reflector::{ListOptions, ListerWatcher};
+/// use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let templates = Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap();
+/// let sim = SimServer::new(SimConfig::new(templates).seed(7).target_objects(10)).unwrap();
+/// sim.step(25).unwrap();
+/// let page = sim.list(&ListOptions::default()).await.unwrap();
+/// let list = informer::object::decode_list(page).unwrap();
+/// assert_eq!(list.items.len(), sim.truth().objects.len());
+/// assert_eq!(list.resource_version, sim.resource_version().to_string());
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct SimServer {
+    shared: Arc<Shared>,
+}
+
+/// The server's state at one resourceVersion, for verifying a client's view.
+#[derive(Clone)]
+pub struct Truth {
+    /// The resourceVersion this state is at (of the last change).
+    pub resource_version: u64,
+    /// Every object, by key.
+    pub objects: BTreeMap<ObjectKey, Arc<Object>>,
+}
+
+impl Truth {
+    /// `key → (uid, resourceVersion)`: enough to compare with a cache.
+    pub fn versions(&self) -> BTreeMap<ObjectKey, (String, String)> {
+        self.objects
+            .iter()
+            .map(|(k, o)| {
+                (
+                    k.clone(),
+                    (o.uid().to_owned(), o.resource_version().to_owned()),
+                )
+            })
+            .collect()
+    }
+}
+
+impl fmt::Debug for Truth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Truth")
+            .field("resource_version", &self.resource_version)
+            .field("objects", &self.objects.len())
+            .finish()
+    }
+}
+
+/// Counters of a running server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Current resourceVersion.
+    pub resource_version: u64,
+    /// Changes made (creates, updates, deletes).
+    pub events: u64,
+    /// Objects that exist.
+    pub objects: usize,
+    /// Events in the history window.
+    pub history: usize,
+    /// The oldest resourceVersion a watch can start from.
+    pub oldest_resource_version: u64,
+    /// Open watches.
+    pub watchers: usize,
+}
+
+impl fmt::Debug for SimServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimServer")
+            .field("gvk", &self.shared.cfg.templates.gvk().to_string())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl SimServer {
+    /// Builds a server and creates [`SimConfig::initial_objects`] objects.
+    ///
+    /// # Errors
+    /// [`SimError::Encode`] if an object cannot be encoded (not for templates built by
+    /// [`super::Templates`]).
+    pub fn new(config: SimConfig) -> Result<Self, SimError> {
+        let gvk = config.templates.gvk();
+        let list_gvk =
+            GroupVersionKind::new(&gvk.group, &gvk.version, &format!("{}List", gvk.kind));
+        let state = State::new(&config);
+        let (rv_tx, _) = watch::channel(state.rv);
+        let initial = config.initial_objects;
+        let sim = SimServer {
+            shared: Arc::new(Shared {
+                cfg: config,
+                list_gvk,
+                state: Mutex::new(state),
+                rv_tx,
+                progress: Notify::new(),
+                producers_waiting: AtomicUsize::new(0),
+                epoch: Instant::now(),
+                watches_opened: AtomicU64::new(0),
+            }),
+        };
+        if initial > 0 {
+            let mut st = sim.shared.lock();
+            let cfg = &sim.shared.cfg;
+            let mix = cfg.mix;
+            let cfg_ramp = SimConfig {
+                mix: super::FloodMix {
+                    target_objects: initial,
+                    ..mix
+                },
+                ..cfg.clone()
+            };
+            while st.objects.len() < initial {
+                st.random_step(&cfg_ramp)?;
+            }
+            let rv = st.rv;
+            drop(st);
+            sim.shared.rv_tx.send_replace(rv);
+        }
+        Ok(sim)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.shared.cfg
+    }
+
+    /// The kind served.
+    pub fn gvk(&self) -> &Arc<GroupVersionKind> {
+        self.shared.cfg.templates.gvk()
+    }
+
+    /// The encoding of lists and watch events (the templates' encoding).
+    pub fn encoding(&self) -> Encoding {
+        self.shared.cfg.templates.encoding()
+    }
+
+    /// The framing of watch streams.
+    pub fn watch_format(&self) -> WatchFormat {
+        self.shared.watch_format()
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().rv
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SimStats {
+        let st = self.shared.lock();
+        SimStats {
+            resource_version: st.rv,
+            events: st.events,
+            objects: st.objects.len(),
+            history: st.log.len(),
+            oldest_resource_version: st.compacted,
+            watchers: st.watcher_count(),
+        }
+    }
+
+    /// The current state and its resourceVersion (a copy of the key → `Arc` map; objects are
+    /// shared, not copied).
+    pub fn truth(&self) -> Truth {
+        let st = self.shared.lock();
+        Truth {
+            resource_version: st.rv,
+            objects: st.objects.clone(),
+        }
+    }
+
+    /// The current object at `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
+        self.shared.lock().objects.get(key).cloned()
+    }
+
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut State, &SimConfig) -> Result<T, SimError>,
+    ) -> Result<T, SimError> {
+        let mut st = self.shared.lock();
+        let r = f(&mut st, &self.shared.cfg);
+        let rv = st.rv;
+        drop(st);
+        self.shared.rv_tx.send_replace(rv);
+        r
+    }
+
+    /// Creates `namespace/name` (namespace ignored for cluster-scoped templates) from a
+    /// random template, with generated labels; returns it as stored.
+    ///
+    /// # Errors
+    /// [`SimError::AlreadyExists`].
+    pub fn create(&self, namespace: &str, name: &str) -> Result<Arc<Object>, SimError> {
+        self.change(|st, cfg| st.create(cfg, namespace, name))
+    }
+
+    /// Updates `key` as the flood does (a new `version` label, `generation` + 1).
+    ///
+    /// # Errors
+    /// [`SimError::NotFound`].
+    pub fn update(&self, key: &ObjectKey) -> Result<Arc<Object>, SimError> {
+        self.change(|st, cfg| st.update(cfg, key, relabel))
+    }
+
+    /// Updates `key` with `change` applied to a copy of its metadata (name and namespace
+    /// cannot change; `generation` + 1 and the resourceVersion are set after `change`).
+    ///
+    /// # Errors
+    /// [`SimError::NotFound`].
+    pub fn update_with(
+        &self,
+        key: &ObjectKey,
+        change: impl FnOnce(&mut ObjectMeta),
+    ) -> Result<Arc<Object>, SimError> {
+        self.change(|st, cfg| st.update(cfg, key, |m, _| change(m)))
+    }
+
+    /// Deletes `key`; returns the last state as the DELETED event carries it (with the
+    /// deletion's resourceVersion).
+    ///
+    /// # Errors
+    /// [`SimError::NotFound`].
+    pub fn delete(&self, key: &ObjectKey) -> Result<Arc<Object>, SimError> {
+        self.change(|st, cfg| st.delete(cfg, key))
+    }
+
+    /// Makes `n` generated changes (see [`super::FloodMix`]) and returns the resourceVersion
+    /// after them. Never waits: with flow control on, history that watchers still need is
+    /// kept (the window grows) instead; [`SimServer::flood`] is the driver that waits.
+    ///
+    /// # Errors
+    /// [`SimError::Encode`] (not for templates built by [`super::Templates`]).
+    pub fn step(&self, n: u64) -> Result<u64, SimError> {
+        let mut left = n;
+        let mut rv = 0;
+        while left > 0 {
+            let b = left.min(BATCH);
+            rv = self.change(|st, cfg| {
+                for _ in 0..b {
+                    st.random_step(cfg)?;
+                }
+                Ok(st.rv)
+            })?;
+            left -= b;
+        }
+        if n == 0 {
+            rv = self.resource_version();
+        }
+        Ok(rv)
+    }
+
+    /// Makes `n` generated changes, yielding to the runtime between batches so that watchers
+    /// run, and returns the resourceVersion after them. With [`SimConfig::flow_control`], waits
+    /// before each batch while the slowest open watcher (or a lingering list/closed watch) is
+    /// more than [`SimConfig::history_window`] events behind: no watcher ever gets 410, at the
+    /// cost of the flood running at the slowest watcher's pace.
+    ///
+    /// # Errors
+    /// As [`SimServer::step`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: changes are made in whole batches; a cancelled flood has made some of them.
+    pub async fn flood(&self, n: u64) -> Result<u64, SimError> {
+        let mut left = n;
+        let mut rv = self.resource_version();
+        while left > 0 {
+            if self.shared.cfg.flow_control {
+                self.wait_for_watchers().await;
+            }
+            let b = left.min(BATCH);
+            rv = self.step(b)?;
+            left -= b;
+            tokio::task::yield_now().await;
+        }
+        Ok(rv)
+    }
+
+    /// Waits until the slowest watcher is within the history window.
+    async fn wait_for_watchers(&self) {
+        let shared = &self.shared;
+        shared.producers_waiting.fetch_add(1, Ordering::SeqCst);
+        let window = shared.cfg.history_window as u64;
+        loop {
+            let notified = shared.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (lag, expiry) = shared.lock().lag(Instant::now());
+            if lag <= window {
+                break;
+            }
+            match expiry {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+        shared.producers_waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Serves one list page (see [`ListerWatcher::list`]).
+    fn list_page(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        let shared = &self.shared;
+        let cfg = &shared.cfg;
+        if opts
+            .label_selector
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+            || opts
+                .field_selector
+                .as_deref()
+                .is_some_and(|s| !s.is_empty())
+        {
+            return Err(ApiError::Status(status::bad_request(
+                "the simulator does not implement label or field selectors",
+            )));
+        }
+        let limit = opts
+            .limit
+            .filter(|&l| l > 0)
+            .map(|l| cfg.max_page_size.map_or(l, |m| l.min(m)) as usize);
+        let rv_param = opts.resource_version.as_deref().unwrap_or("");
+        let now = Instant::now();
+
+        // Which snapshot, from which key on.
+        let (rv, items, after) =
+            if let Some(token) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+                if !rv_param.is_empty() && rv_param != "0" {
+                    return Err(ApiError::Status(status::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    )));
+                }
+                let (rv, issued_ms, after) = parse_continue(token).ok_or_else(|| {
+                    ApiError::Status(status::bad_request(format!(
+                        "invalid continue token {token:?}"
+                    )))
+                })?;
+                if let Some(ttl) = cfg.continue_ttl {
+                    let issued = shared.epoch + std::time::Duration::from_millis(issued_ms);
+                    if now.saturating_duration_since(issued) > ttl {
+                        return Err(ApiError::Status(status::continue_expired()));
+                    }
+                }
+                let mut st = shared.lock();
+                if rv > st.rv {
+                    return Err(ApiError::Status(status::bad_request(format!(
+                        "invalid continue token {token:?}"
+                    ))));
+                }
+                let items = st
+                    .items_at(cfg, rv)
+                    .ok_or_else(|| ApiError::Status(status::continue_expired()))?;
+                (rv, items, Some(after))
+            } else {
+                let exact = opts.resource_version_match.as_deref() == Some("Exact");
+                let requested =
+                    match rv_param {
+                        "" | "0" if !exact => None,
+                        s => Some(parse_resource_version(s).filter(|&v| v > 0).ok_or_else(
+                            || {
+                                ApiError::Status(status::bad_request(format!(
+                                    "invalid resource version {s:?}"
+                                )))
+                            },
+                        )?),
+                    };
+                let mut st = shared.lock();
+                match requested {
+                    Some(r) if r > st.rv => {
+                        return Err(ApiError::Status(status::too_large(r, st.rv)));
+                    }
+                    Some(r) if exact => {
+                        let items = st.items_at(cfg, r).ok_or_else(|| {
+                            ApiError::Status(status::too_old(r, st.compacted + 1))
+                        })?;
+                        (r, items, None)
+                    }
+                    _ => {
+                        let rv = st.rv;
+                        if cfg.flow_control {
+                            st.hold(rv, now + cfg.linger);
+                        }
+                        match limit {
+                            Some(l) if st.objects.len() > l => {
+                                let items = st.current_items();
+                                st.cache_snapshot(cfg, rv, items.clone());
+                                (rv, items, None)
+                            }
+                            _ => (rv, st.current_items(), None),
+                        }
+                    }
+                }
+            };
+
+        // The page.
+        let start = match &after {
+            Some(k) => items.partition_point(|(key, _)| key.as_str() <= k.as_str()),
+            None => 0,
+        };
+        let end = limit.map_or(items.len(), |l| (start + l).min(items.len()));
+        let page: Vec<&Object> = items[start..end].iter().map(|(_, o)| &**o).collect();
+        let remaining = items.len() - end;
+        let (token, remaining) = if remaining > 0 {
+            let issued_ms = match &after {
+                // Later pages keep the first page's issue time.
+                Some(_) => opts
+                    .continue_token
+                    .as_deref()
+                    .and_then(parse_continue)
+                    .map_or(0, |t| t.1),
+                None => now.saturating_duration_since(shared.epoch).as_millis() as u64,
+            };
+            let last: &Item = &items[end - 1];
+            (
+                make_continue(rv, issued_ms, &last.0),
+                Some(remaining as i64),
+            )
+        } else {
+            (String::new(), None)
+        };
+        let rv_s = rv.to_string();
+        match cfg.templates.encoding() {
+            Encoding::Protobuf => Ok(encode_list_protobuf(
+                &shared.list_gvk,
+                &rv_s,
+                &token,
+                remaining,
+                &page,
+            )),
+            Encoding::Json => Ok(encode_list_json(
+                &shared.list_gvk,
+                &rv_s,
+                &token,
+                remaining,
+                &page,
+            )?),
+        }
+    }
+}
+
+/// `continue` token: `<rv>.<issued ms>.<hex of the last key>` (opaque to clients, URL-safe).
+fn make_continue(rv: u64, issued_ms: u64, last: &ObjectKey) -> String {
+    let mut s = format!("{rv}.{issued_ms}.");
+    for b in last.as_str().bytes() {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn parse_continue(token: &str) -> Option<(u64, u64, ObjectKey)> {
+    let mut parts = token.splitn(3, '.');
+    let rv = parts.next()?.parse().ok()?;
+    let issued = parts.next()?.parse().ok()?;
+    let hex = parts.next()?.as_bytes();
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = hex
+        .chunks(2)
+        .map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
+        .collect();
+    let key = String::from_utf8(bytes?).ok()?;
+    Some((rv, issued, ObjectKey::from_raw(&key)))
+}
+
+impl ListerWatcher for SimServer {
+    type Body = SimWatch;
+
+    /// One list page, with real list semantics: `resourceVersion` `""`/`"0"` (or unset) =
+    /// current state; `N` = current state if `N` ≤ current (`NotOlderThan`), else 504
+    /// `ResourceVersionTooLarge`; `resourceVersionMatch=Exact` = the state at `N` (410 Expired
+    /// once `N` left the history window). `limit` + `continue` page through one consistent
+    /// snapshot; an expired token answers 410 Expired.
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        self.list_page(opts)
+    }
+
+    /// Opens a watch; see [`SimWatch`] for the stream.
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
+        let body = SimWatch::open(self.shared.clone(), opts)?;
+        Ok(WatchResponse {
+            format: self.shared.watch_format(),
+            body,
+        })
+    }
+}

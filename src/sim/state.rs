@@ -1,0 +1,489 @@
+//! The server's state behind one mutex: objects, the resourceVersion counter, the event log
+//! (history window) with each event's encoded frame, list snapshots, and the positions of open
+//! watchers (for flow control).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::SimError;
+use super::config::SimConfig;
+use super::rng::{SimRng, mix};
+use crate::object::{
+    DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Time, WatchEvent,
+    WatchEventType, encode_watch_frame, encode_watch_line,
+};
+
+/// Creation timestamps are this many seconds after the epoch plus the object's resourceVersion
+/// (2023-11-14T22:13:20Z + rv): deterministic, and later objects are younger.
+const BASE_TIME: i64 = 1_700_000_000;
+
+/// One list item: key and object, in key order inside a snapshot.
+pub(crate) type Item = (ObjectKey, Arc<Object>);
+
+/// One change, kept for watches.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The change's resourceVersion.
+    pub(crate) rv: u64,
+    /// Added, Modified or Deleted.
+    pub(crate) kind: WatchEventType,
+    /// The object's key.
+    pub(crate) key: ObjectKey,
+    /// The state before the change (`None` for creations): lets a list be rebuilt at an older
+    /// resourceVersion.
+    pub(crate) prev: Option<Arc<Object>>,
+    /// The event encoded in the server's watch format, once, shared by every watcher.
+    pub(crate) frame: Bytes,
+    /// An encoded BOOKMARK at `rv`, on every `bookmark_every`-th resourceVersion.
+    pub(crate) bookmark: Option<Bytes>,
+}
+
+/// A list's consistent view: every object at one resourceVersion, sorted by key.
+#[derive(Debug)]
+struct Snapshot {
+    rv: u64,
+    items: Arc<[Item]>,
+}
+
+/// Which kind of change a flood step makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Create,
+    Update,
+    Delete,
+}
+
+/// Encodes one watch event in the server's format.
+pub(crate) fn encode_event(
+    encoding: Encoding,
+    event: &WatchEvent,
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    match encoding {
+        Encoding::Protobuf => {
+            encode_watch_frame(event, out);
+            Ok(())
+        }
+        Encoding::Json => encode_watch_line(event, out),
+    }
+}
+
+/// Everything that changes, guarded by the server's one mutex.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Current objects by key.
+    pub(crate) objects: BTreeMap<ObjectKey, Arc<Object>>,
+    /// The same keys in a vector, for uniform random picks.
+    keys: Vec<ObjectKey>,
+    /// Index of each key in `keys`.
+    pos: HashMap<ObjectKey, usize>,
+    /// The current resourceVersion (of the last change, or the start value).
+    pub(crate) rv: u64,
+    /// Changes with resourceVersions `compacted + 1 ..= rv`, oldest first (consecutive).
+    pub(crate) log: VecDeque<Entry>,
+    /// Every change up to this resourceVersion has left the history window.
+    pub(crate) compacted: u64,
+    rng: SimRng,
+    /// Counter for generated names.
+    seq: u64,
+    /// Changes made since the server started.
+    pub(crate) events: u64,
+    /// Open watchers: id → resourceVersion up to which they took events.
+    watchers: HashMap<u64, u64>,
+    next_watcher: u64,
+    /// Flow control: resourceVersions of recent lists and closed watches whose history is kept
+    /// until the deadline (or until a watch starts at or after them).
+    holds: Vec<(u64, Instant)>,
+    /// Recent list snapshots, for `continue` tokens.
+    snapshots: VecDeque<Snapshot>,
+}
+
+impl State {
+    pub(crate) fn new(cfg: &SimConfig) -> Self {
+        State {
+            objects: BTreeMap::new(),
+            keys: Vec::new(),
+            pos: HashMap::new(),
+            rv: cfg.start_resource_version,
+            log: VecDeque::new(),
+            compacted: cfg.start_resource_version,
+            rng: SimRng::new(cfg.seed),
+            seq: 0,
+            events: 0,
+            watchers: HashMap::new(),
+            next_watcher: 0,
+            holds: Vec::new(),
+            snapshots: VecDeque::new(),
+        }
+    }
+
+    // ----- changes -----------------------------------------------------------------------
+
+    /// Metadata for a new object stamped from `template`.
+    fn fresh_meta(
+        &mut self,
+        cfg: &SimConfig,
+        template: &Object,
+        namespace: &str,
+        name: &str,
+        app: u32,
+    ) -> ObjectMeta {
+        let t = template.meta();
+        let mut m = t.clone();
+        let app_name = format!("app-{app}");
+        let hash = format!("{:08x}", mix(cfg.seed ^ u64::from(app)) as u32);
+        m.name = name.to_owned();
+        m.generate_name = if t.generate_name.is_empty() {
+            String::new()
+        } else {
+            format!("{app_name}-{hash}-")
+        };
+        m.namespace = if t.namespace.is_empty() {
+            String::new()
+        } else {
+            namespace.to_owned()
+        };
+        m.uid = self.rng.uuid();
+        m.generation = Some(1);
+        m.creation_timestamp = Some(Time {
+            seconds: BASE_TIME + (self.rv + 1) as i64,
+            nanos: 0,
+        });
+        m.deletion_timestamp = None;
+        m.deletion_grace_period_seconds = None;
+        m.labels.insert("app".to_owned(), app_name.clone());
+        m.labels
+            .insert("pod-template-hash".to_owned(), hash.clone());
+        m.labels.insert("version".to_owned(), "v0".to_owned());
+        if !t.owner_references.is_empty() {
+            // One controlling owner per app, with a stable uid: owner indexes see real groups.
+            let uid = SimRng::new(mix(cfg.seed ^ 0x6f77_6e65_7200_0000 ^ u64::from(app))).uuid();
+            m.owner_references = vec![OwnerReference {
+                api_version: "apps/v1".to_owned(),
+                kind: "ReplicaSet".to_owned(),
+                name: format!("{app_name}-{hash}"),
+                uid,
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }];
+        }
+        m
+    }
+
+    /// Creates `namespace/name` from a random template; `None` labels = generated ones.
+    pub(crate) fn create(
+        &mut self,
+        cfg: &SimConfig,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Object>, SimError> {
+        let templates = cfg.templates.objects();
+        let template = &templates[self.rng.below(templates.len() as u64) as usize];
+        let app = self.rng.below(u64::from(cfg.apps.max(1))) as u32;
+        let mut meta = self.fresh_meta(cfg, template, namespace, name, app);
+        let key = meta.key();
+        if self.objects.contains_key(&key) {
+            return Err(SimError::AlreadyExists(key));
+        }
+        meta.resource_version = (self.rv + 1).to_string();
+        let obj = template.with_meta(meta)?;
+        self.commit(cfg, WatchEventType::Added, key, obj, None)
+    }
+
+    /// Updates `key`: `change` edits a copy of its metadata (name and namespace are kept), then
+    /// `generation` is bumped and the next resourceVersion stamped.
+    pub(crate) fn update(
+        &mut self,
+        cfg: &SimConfig,
+        key: &ObjectKey,
+        change: impl FnOnce(&mut ObjectMeta, &mut SimRng),
+    ) -> Result<Arc<Object>, SimError> {
+        let prev = self
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(key.clone()))?;
+        let old = prev.meta();
+        let mut meta = old.clone();
+        change(&mut meta, &mut self.rng);
+        meta.name.clone_from(&old.name);
+        meta.namespace.clone_from(&old.namespace);
+        meta.generation = Some(old.generation.unwrap_or(0) + 1);
+        meta.resource_version = (self.rv + 1).to_string();
+        let obj = prev.with_meta(meta)?;
+        self.commit(cfg, WatchEventType::Modified, key.clone(), obj, Some(prev))
+    }
+
+    /// Deletes `key`; the DELETED event carries its last state with the new resourceVersion.
+    pub(crate) fn delete(
+        &mut self,
+        cfg: &SimConfig,
+        key: &ObjectKey,
+    ) -> Result<Arc<Object>, SimError> {
+        let prev = self
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(key.clone()))?;
+        let mut meta = prev.meta().clone();
+        meta.resource_version = (self.rv + 1).to_string();
+        let obj = prev.with_meta(meta)?;
+        self.commit(cfg, WatchEventType::Deleted, key.clone(), obj, Some(prev))
+    }
+
+    /// Records a change: next resourceVersion, encoded frame, object maps, history window.
+    fn commit(
+        &mut self,
+        cfg: &SimConfig,
+        kind: WatchEventType,
+        key: ObjectKey,
+        obj: Object,
+        prev: Option<Arc<Object>>,
+    ) -> Result<Arc<Object>, SimError> {
+        let rv = self.rv + 1;
+        debug_assert_eq!(obj.meta().resource_version_u64(), Some(rv));
+        let encoding = cfg.templates.encoding();
+        let mut frame = Vec::with_capacity(obj.raw().len() + 96);
+        let event = match kind {
+            WatchEventType::Added => WatchEvent::Added(obj),
+            WatchEventType::Modified => WatchEvent::Modified(obj),
+            _ => WatchEvent::Deleted(obj),
+        };
+        encode_event(encoding, &event, &mut frame)?;
+        let (WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj)) = event
+        else {
+            unreachable!("built above as a change event")
+        };
+        let bookmark = if cfg.bookmark_every > 0 && rv.is_multiple_of(cfg.bookmark_every) {
+            let mut b = Vec::with_capacity(96);
+            let ev = WatchEvent::bookmark(
+                cfg.templates.gvk().clone(),
+                &rv.to_string(),
+                false,
+                encoding,
+            );
+            encode_event(encoding, &ev, &mut b)?;
+            Some(Bytes::from(b))
+        } else {
+            None
+        };
+        let obj = Arc::new(obj);
+        match kind {
+            WatchEventType::Added => {
+                self.pos.insert(key.clone(), self.keys.len());
+                self.keys.push(key.clone());
+                self.objects.insert(key.clone(), obj.clone());
+            }
+            WatchEventType::Modified => {
+                self.objects.insert(key.clone(), obj.clone());
+            }
+            _ => {
+                self.objects.remove(&key);
+                if let Some(i) = self.pos.remove(&key) {
+                    self.keys.swap_remove(i);
+                    if let Some(moved) = self.keys.get(i) {
+                        self.pos.insert(moved.clone(), i);
+                    }
+                }
+            }
+        }
+        self.log.push_back(Entry {
+            rv,
+            kind,
+            key,
+            prev,
+            frame: Bytes::from(frame),
+            bookmark,
+        });
+        self.rv = rv;
+        self.events += 1;
+        self.trim(cfg);
+        Ok(obj)
+    }
+
+    /// One generated change, chosen by the configured mix.
+    pub(crate) fn random_step(&mut self, cfg: &SimConfig) -> Result<(), SimError> {
+        let n = self.objects.len();
+        let mix = cfg.mix;
+        let mut op = if n < mix.target_objects {
+            Op::Create
+        } else {
+            let total = u64::from(mix.create) + u64::from(mix.update) + u64::from(mix.delete);
+            let r = if total == 0 { 0 } else { self.rng.below(total) };
+            let op = if total == 0 {
+                Op::Update
+            } else if r < u64::from(mix.create) {
+                Op::Create
+            } else if r < u64::from(mix.create) + u64::from(mix.update) {
+                Op::Update
+            } else {
+                Op::Delete
+            };
+            if op == Op::Create && n >= mix.target_objects + (mix.target_objects / 10).max(1) {
+                Op::Update
+            } else {
+                op
+            }
+        };
+        if n == 0 {
+            op = Op::Create;
+        }
+        match op {
+            Op::Create => loop {
+                self.seq += 1;
+                let ns = format!("ns-{}", self.rng.below(u64::from(cfg.namespaces.max(1))));
+                let name = format!("{}-{:06x}", cfg.resource.trim_end_matches('s'), self.seq);
+                match self.create(cfg, &ns, &name) {
+                    Err(SimError::AlreadyExists(_)) => continue,
+                    r => return r.map(drop),
+                }
+            },
+            Op::Update => {
+                let key = self.keys[self.rng.below(n as u64) as usize].clone();
+                self.update(cfg, &key, relabel).map(drop)
+            }
+            Op::Delete => {
+                let key = self.keys[self.rng.below(n as u64) as usize].clone();
+                self.delete(cfg, &key).map(drop)
+            }
+        }
+    }
+
+    // ----- history window and flow control ------------------------------------------------
+
+    /// Drops history beyond the window, except (with flow control) what a watcher or a hold
+    /// still needs.
+    fn trim(&mut self, cfg: &SimConfig) {
+        if self.log.len() <= cfg.history_window {
+            return;
+        }
+        let keep_after = if cfg.flow_control {
+            self.min_hold(Instant::now())
+        } else {
+            u64::MAX
+        };
+        while self.log.len() > cfg.history_window && self.compacted < keep_after {
+            self.log.pop_front();
+            self.compacted += 1;
+        }
+        let compacted = self.compacted;
+        self.snapshots.retain(|s| s.rv >= compacted);
+    }
+
+    /// The oldest resourceVersion a watcher or live hold is at (history after it is needed);
+    /// `u64::MAX` when none. Expired holds are dropped.
+    fn min_hold(&mut self, now: Instant) -> u64 {
+        self.holds.retain(|h| h.1 > now);
+        let w = self.watchers.values().copied().min().unwrap_or(u64::MAX);
+        let h = self.holds.iter().map(|h| h.0).min().unwrap_or(u64::MAX);
+        w.min(h)
+    }
+
+    /// How far the slowest watcher (or hold) is behind, and when the next hold expires.
+    pub(crate) fn lag(&mut self, now: Instant) -> (u64, Option<Instant>) {
+        let min = self.min_hold(now);
+        let lag = if min == u64::MAX {
+            0
+        } else {
+            self.rv.saturating_sub(min)
+        };
+        (lag, self.holds.iter().map(|h| h.1).min())
+    }
+
+    /// Keeps history after `rv` until `until` (flow control for list → watch).
+    pub(crate) fn hold(&mut self, rv: u64, until: Instant) {
+        self.holds.push((rv, until));
+    }
+
+    /// Registers a watcher that has everything up to `rv`; releases holds it covers.
+    pub(crate) fn register_watcher(&mut self, rv: u64) -> u64 {
+        self.holds.retain(|h| h.0 > rv);
+        let id = self.next_watcher;
+        self.next_watcher += 1;
+        self.watchers.insert(id, rv);
+        id
+    }
+
+    /// Records that watcher `id` has taken every event up to `rv`.
+    pub(crate) fn advance_watcher(&mut self, id: u64, rv: u64) {
+        if let Some(c) = self.watchers.get_mut(&id) {
+            *c = rv;
+        }
+    }
+
+    /// Removes watcher `id`; `hold_until` keeps its position's history a while longer.
+    pub(crate) fn unregister_watcher(&mut self, id: u64, hold_until: Option<Instant>) {
+        if let (Some(rv), Some(until)) = (self.watchers.remove(&id), hold_until) {
+            self.holds.push((rv, until));
+        }
+    }
+
+    /// Number of open watchers.
+    pub(crate) fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
+    // ----- snapshots ----------------------------------------------------------------------
+
+    /// Every current object, sorted by key (Arc clones, no object copies).
+    pub(crate) fn current_items(&self) -> Arc<[Item]> {
+        self.objects
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The objects as they were at `rv`: from the snapshot cache, the current state, or rebuilt
+    /// by undoing history. `None` when `rv` is outside the history window.
+    pub(crate) fn items_at(&mut self, cfg: &SimConfig, rv: u64) -> Option<Arc<[Item]>> {
+        if rv < self.compacted || rv > self.rv {
+            return None;
+        }
+        if let Some(s) = self.snapshots.iter().find(|s| s.rv == rv) {
+            return Some(s.items.clone());
+        }
+        let items = if rv == self.rv {
+            self.current_items()
+        } else {
+            let mut map = self.objects.clone();
+            let from = (rv - self.compacted) as usize;
+            for e in self.log.range(from..).rev() {
+                match (&e.prev, e.kind) {
+                    (_, WatchEventType::Added) | (None, _) => {
+                        map.remove(&e.key);
+                    }
+                    (Some(p), _) => {
+                        map.insert(e.key.clone(), p.clone());
+                    }
+                }
+            }
+            map.into_iter().collect()
+        };
+        self.cache_snapshot(cfg, rv, items.clone());
+        Some(items)
+    }
+
+    /// Keeps `items` (the state at `rv`) for later pages of the same list.
+    pub(crate) fn cache_snapshot(&mut self, cfg: &SimConfig, rv: u64, items: Arc<[Item]>) {
+        if cfg.snapshot_cache == 0 || self.snapshots.iter().any(|s| s.rv == rv) {
+            return;
+        }
+        while self.snapshots.len() >= cfg.snapshot_cache {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(Snapshot { rv, items });
+    }
+}
+
+/// The generated update: a new `version` label (so label indexes see moves).
+pub(crate) fn relabel(meta: &mut ObjectMeta, rng: &mut SimRng) {
+    let current = meta.labels.get("version").cloned().unwrap_or_default();
+    let mut next = format!("v{}", rng.below(8));
+    if next == current {
+        next = format!("v{}", 8 + rng.below(8));
+    }
+    meta.labels.insert("version".to_owned(), next);
+}

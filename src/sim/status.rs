@@ -1,0 +1,62 @@
+//! The error `Status`es a real API server answers with, worded as upstream words them
+//! (`apiserver/pkg/storage/errors.go`, `storage/cacher/watch_cache.go`,
+//! `storage/etcd3/store.go`), so clients can be tested on the real text.
+
+use crate::object::ApiStatus;
+
+fn failure(code: i32, reason: &str, message: String) -> ApiStatus {
+    ApiStatus {
+        code,
+        status: "Failure".to_owned(),
+        reason: reason.to_owned(),
+        message,
+        cause_reasons: Vec::new(),
+        retry_after_seconds: None,
+    }
+}
+
+/// 410 Expired: a watch or exact list from a resourceVersion older than the history window.
+pub(crate) fn too_old(requested: u64, oldest: u64) -> ApiStatus {
+    failure(
+        410,
+        "Expired",
+        format!("too old resource version: {requested} ({oldest})"),
+    )
+}
+
+/// 410 Expired: a `continue` token whose list can no longer be continued consistently.
+pub(crate) fn continue_expired() -> ApiStatus {
+    failure(
+        410,
+        "Expired",
+        "The provided continue parameter is too old to display a consistent list result. You \
+         can start a new list without the continue parameter, or use the continue token in this \
+         response to retrieve the remainder of the results. Continuing with the provided token \
+         results in an inconsistent list - objects that were created, modified, or deleted \
+         between the time the first chunk was returned and now may show up in the list."
+            .to_owned(),
+    )
+}
+
+/// 504 Timeout with cause `ResourceVersionTooLarge`: a resourceVersion the server has not
+/// reached.
+pub(crate) fn too_large(requested: u64, current: u64) -> ApiStatus {
+    let mut s = failure(
+        504,
+        "Timeout",
+        format!("Too large resource version: {requested}, current: {current}"),
+    );
+    s.cause_reasons.push("ResourceVersionTooLarge".to_owned());
+    s.retry_after_seconds = Some(1);
+    s
+}
+
+/// 400 BadRequest.
+pub(crate) fn bad_request(message: impl Into<String>) -> ApiStatus {
+    failure(400, "BadRequest", message.into())
+}
+
+/// 422 Invalid (request validation).
+pub(crate) fn invalid(message: impl Into<String>) -> ApiStatus {
+    failure(422, "Invalid", message.into())
+}

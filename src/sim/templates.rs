@@ -1,0 +1,237 @@
+//! Object templates: real objects from the shared fixtures, which the simulator stamps with fresh
+//! metadata (everything but `metadata` keeps the fixture's bytes).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::SimError;
+use crate::object::{self, DecodeError, Encoding, GroupVersionKind, MAGIC, Object};
+
+/// The HEAD Pod round-trip fixture (every field of the schema set; about 13.5 KB).
+pub const HEAD_POD: &str = "k8s-testdata/HEAD/core.v1.Pod.pb";
+/// A real Pod as a 2017 API server stored it in etcd (about 1.5 KB, one stray trailing byte).
+pub const ETCD_POD: &str = "real/auger-etcd-real-protobuf/storage__pod.bin";
+/// Directory of seven real OpenShift Pods in JSON (8–33 KB each).
+pub const OPENSHIFT_PODS: &str = "real/openshift-insights-real-objects/pods";
+
+/// Finds the shared fixtures directory: `$INFORMER_FIXTURES` if set, else `../shared/fixtures`
+/// relative to this crate's manifest directory, else relative to the current directory (and
+/// `shared/fixtures` below it).
+///
+/// # Errors
+/// [`SimError::FixturesNotFound`] with every directory tried.
+pub fn default_fixtures_dir() -> Result<PathBuf, SimError> {
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::var_os("INFORMER_FIXTURES") {
+        tried.push(PathBuf::from(dir));
+    }
+    tried.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
+    if let Ok(cwd) = std::env::current_dir() {
+        tried.push(cwd.join("../shared/fixtures"));
+        tried.push(cwd.join("shared/fixtures"));
+    }
+    match tried.iter().find(|d| d.join(HEAD_POD).is_file()) {
+        Some(d) => Ok(d.clone()),
+        None => Err(SimError::FixturesNotFound { tried }),
+    }
+}
+
+/// The objects new simulator objects are stamped from: one or more objects of one kind and one
+/// encoding. The simulator serves that kind, in that encoding (protobuf templates: protobuf
+/// lists and watch frames; JSON templates: JSON lists and watch lines, like a custom resource).
+#[derive(Clone)]
+pub struct Templates {
+    objects: Arc<[Object]>,
+}
+
+impl Templates {
+    /// Templates from decoded objects.
+    ///
+    /// # Errors
+    /// [`SimError::NoTemplates`] for none; [`SimError::MixedTemplates`] when kinds or
+    /// encodings differ; [`SimError::Encode`] when an object cannot be re-encoded.
+    pub fn from_objects(objects: Vec<Object>) -> Result<Self, SimError> {
+        let first = objects.first().ok_or(SimError::NoTemplates)?;
+        let describe = |o: &Object| format!("{} ({:?})", o.gvk(), o.encoding());
+        for o in &objects {
+            if o.gvk().kind.is_empty() || o.gvk().version.is_empty() {
+                return Err(SimError::NoKind(o.key()));
+            }
+            if o.gvk() != first.gvk() || o.encoding() != first.encoding() {
+                return Err(SimError::MixedTemplates {
+                    first: describe(first),
+                    other: describe(o),
+                });
+            }
+            // Fail now rather than in the middle of a flood.
+            o.with_meta(o.meta().clone())?;
+        }
+        Ok(Templates {
+            objects: objects.into(),
+        })
+    }
+
+    /// Templates read from files: protobuf envelopes (`k8s\0` + Unknown; one stray trailing
+    /// `0x0A`, as in the etcd dumps, is tolerated) or JSON documents.
+    ///
+    /// # Errors
+    /// [`SimError::Io`], [`SimError::Template`], and those of [`Templates::from_objects`].
+    pub fn from_files<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+    ) -> Result<Self, SimError> {
+        Self::read_files(paths, None)
+    }
+
+    /// JSON (or protobuf) templates read from files; a JSON document without `apiVersion` and
+    /// `kind` (as in dumps that strip them, e.g. the OpenShift Insights Pods) gets `gvk`'s, so
+    /// that the objects served carry them as a real server's do.
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`].
+    pub fn from_files_with_kind<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        gvk: &GroupVersionKind,
+    ) -> Result<Self, SimError> {
+        Self::read_files(paths, Some(gvk))
+    }
+
+    fn read_files<P: AsRef<Path>>(
+        paths: impl IntoIterator<Item = P>,
+        gvk: Option<&GroupVersionKind>,
+    ) -> Result<Self, SimError> {
+        let mut objects = Vec::new();
+        for p in paths {
+            let path = p.as_ref();
+            let bytes = std::fs::read(path).map_err(|source| SimError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+            objects.push(decode_file(Bytes::from(bytes), gvk).map_err(|source| {
+                SimError::Template {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?);
+        }
+        Self::from_objects(objects)
+    }
+
+    /// The HEAD `core.v1.Pod` fixture ([`HEAD_POD`]) under `fixtures_dir`: protobuf, 13.5 KB.
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`].
+    pub fn head_pod(fixtures_dir: &Path) -> Result<Self, SimError> {
+        Self::from_files([fixtures_dir.join(HEAD_POD)])
+    }
+
+    /// The real etcd Pod ([`ETCD_POD`]) under `fixtures_dir`: protobuf, 1.5 KB.
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`].
+    pub fn etcd_pod(fixtures_dir: &Path) -> Result<Self, SimError> {
+        Self::from_files([fixtures_dir.join(ETCD_POD)])
+    }
+
+    /// Both protobuf Pods: [`HEAD_POD`] and [`ETCD_POD`].
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`].
+    pub fn protobuf_pods(fixtures_dir: &Path) -> Result<Self, SimError> {
+        Self::from_files([fixtures_dir.join(HEAD_POD), fixtures_dir.join(ETCD_POD)])
+    }
+
+    /// The seven real OpenShift Pods in JSON ([`OPENSHIFT_PODS`]), in file-name order.
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`]; [`SimError::Io`] when the directory cannot be read.
+    pub fn openshift_json(fixtures_dir: &Path) -> Result<Self, SimError> {
+        let dir = fixtures_dir.join(OPENSHIFT_PODS);
+        let io = |source| SimError::Io {
+            path: dir.clone(),
+            source,
+        };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(io)? {
+            let p = entry.map_err(io)?.path();
+            if p.extension().is_some_and(|e| e == "json") {
+                files.push(p);
+            }
+        }
+        files.sort();
+        Self::from_files_with_kind(files, &GroupVersionKind::new("", "v1", "Pod"))
+    }
+
+    /// The template objects.
+    pub fn objects(&self) -> &[Object] {
+        &self.objects
+    }
+
+    /// Number of templates (at least one).
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Always `false`: a `Templates` holds at least one object.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The kind every template has.
+    pub fn gvk(&self) -> &Arc<GroupVersionKind> {
+        self.objects[0].gvk_arc()
+    }
+
+    /// The encoding every template has (and the simulator serves).
+    pub fn encoding(&self) -> Encoding {
+        self.objects[0].encoding()
+    }
+}
+
+impl fmt::Debug for Templates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Templates")
+            .field("gvk", &self.gvk().to_string())
+            .field("encoding", &self.encoding())
+            .field(
+                "sizes",
+                &self
+                    .objects
+                    .iter()
+                    .map(|o| o.raw().len())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Decodes a template file; a protobuf file that fails with one trailing `0x0A` byte is retried
+/// without it (the etcd `storage__*.bin` dumps have one). A JSON document without a kind gets
+/// `gvk`'s `apiVersion` and `kind` as its first members.
+fn decode_file(bytes: Bytes, gvk: Option<&GroupVersionKind>) -> Result<Object, DecodeError> {
+    let obj = match object::decode(bytes.clone()) {
+        Ok(o) => Ok(o),
+        Err(e) if bytes.starts_with(&MAGIC) && bytes.last() == Some(&0x0A) => {
+            object::decode(bytes.slice(..bytes.len() - 1)).map_err(|_| e)
+        }
+        Err(e) => Err(e),
+    }?;
+    match gvk {
+        Some(gvk) if obj.encoding() == Encoding::Json && obj.gvk().kind.is_empty() => {
+            let doc: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&bytes).map_err(|e| DecodeError::json(&e, 0))?;
+            let mut out = serde_json::Map::new();
+            out.insert("apiVersion".into(), gvk.api_version().into());
+            out.insert("kind".into(), gvk.kind.clone().into());
+            out.extend(
+                doc.into_iter()
+                    .filter(|(k, _)| k != "apiVersion" && k != "kind"),
+            );
+            let bytes = serde_json::to_vec(&out).map_err(|e| DecodeError::json(&e, 0))?;
+            object::decode(Bytes::from(bytes))
+        }
+        _ => Ok(obj),
+    }
+}

@@ -1,0 +1,722 @@
+//! The simulated API server: resourceVersions, list pagination and expiry, watches from every
+//! kind of starting point, bookmarks, streaming initial lists, both encodings, flow control and
+//! determinism. Watch streams are decoded with the real `WatchDecoder`, lists with
+//! `decode_list`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use informer::object::{DEFAULT_FRAME_LIMIT, ObjectKey, WatchDecoder, WatchEvent, decode_list};
+use informer::reflector::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions};
+use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+
+fn head() -> Templates {
+    Templates::head_pod(&default_fixtures_dir().unwrap()).unwrap()
+}
+fn etcd() -> Templates {
+    Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap()
+}
+fn json() -> Templates {
+    Templates::openshift_json(&default_fixtures_dir().unwrap()).unwrap()
+}
+fn all_templates() -> Vec<(&'static str, Templates)> {
+    vec![
+        ("head-pb", head()),
+        ("etcd-pb", etcd()),
+        (
+            "both-pb",
+            Templates::protobuf_pods(&default_fixtures_dir().unwrap()).unwrap(),
+        ),
+        ("openshift-json", json()),
+    ]
+}
+
+/// A watch body and a decoder: yields decoded events.
+struct Reader {
+    body: SimWatch,
+    decoder: WatchDecoder,
+    chunks: usize,
+}
+
+impl Reader {
+    async fn open(sim: &SimServer, opts: WatchOptions) -> Reader {
+        let resp = sim.watch(&opts).await.unwrap();
+        assert_eq!(resp.format, sim.watch_format());
+        Reader {
+            body: resp.body,
+            decoder: WatchDecoder::new(resp.format, DEFAULT_FRAME_LIMIT),
+            chunks: 0,
+        }
+    }
+
+    /// The next event; `None` when the stream ended.
+    async fn next(&mut self) -> Option<WatchEvent> {
+        loop {
+            if let Some(e) = self.decoder.next_event().unwrap() {
+                return Some(e);
+            }
+            match self.body.next_chunk().await {
+                Some(chunk) => {
+                    self.chunks += 1;
+                    self.decoder.push(chunk.unwrap());
+                }
+                None => {
+                    self.decoder.finish().unwrap();
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn take(&mut self, n: usize) -> Vec<WatchEvent> {
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            v.push(self.next().await.expect("stream ended early"));
+        }
+        v
+    }
+
+    /// The next `n` change events, skipping bookmarks.
+    async fn changes(&mut self, n: usize) -> Vec<WatchEvent> {
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            let e = self.next().await.expect("stream ended early");
+            if !matches!(e, WatchEvent::Bookmark(_)) {
+                v.push(e);
+            }
+        }
+        v
+    }
+}
+
+fn watch_from(rv: u64) -> WatchOptions {
+    WatchOptions {
+        resource_version: rv.to_string(),
+        ..Default::default()
+    }
+}
+
+fn rv_of(e: &WatchEvent) -> u64 {
+    e.object().unwrap().meta().resource_version_u64().unwrap()
+}
+
+fn api_status(e: ApiError) -> informer::object::ApiStatus {
+    match e {
+        ApiError::Status(s) => s,
+        other => panic!("expected a Status, got {other:?}"),
+    }
+}
+
+/// Applies change events to a key → (uid, rv) map.
+fn apply(view: &mut BTreeMap<ObjectKey, (String, String)>, events: &[WatchEvent]) {
+    for e in events {
+        let o = e.object().unwrap();
+        let v = (o.uid().to_owned(), o.resource_version().to_owned());
+        match e {
+            WatchEvent::Added(_) | WatchEvent::Modified(_) => {
+                view.insert(o.key(), v);
+            }
+            WatchEvent::Deleted(_) => {
+                view.remove(&o.key());
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn resource_versions_strictly_increase_and_watch_replays_to_truth() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(SimConfig::new(t).seed(1).target_objects(40)).unwrap();
+        let start = sim.resource_version();
+        let mut r = Reader::open(&sim, watch_from(start)).await;
+        let n = if what == "openshift-json" { 300 } else { 1500 };
+        let end = sim.step(n).unwrap();
+        assert_eq!(end, start + n, "{what}: one resourceVersion per change");
+        let events = r.take(n as usize).await;
+        let rvs: Vec<u64> = events.iter().map(rv_of).collect();
+        assert!(
+            rvs.windows(2).all(|w| w[1] > w[0]),
+            "{what}: strictly increasing"
+        );
+        assert_eq!(rvs, (start + 1..=end).collect::<Vec<_>>(), "{what}");
+        let kinds = |f: fn(&WatchEvent) -> bool| events.iter().filter(|e| f(e)).count();
+        assert!(kinds(|e| matches!(e, WatchEvent::Added(_))) >= 40, "{what}");
+        assert!(
+            kinds(|e| matches!(e, WatchEvent::Modified(_))) > 0,
+            "{what}"
+        );
+        assert!(kinds(|e| matches!(e, WatchEvent::Deleted(_))) > 0, "{what}");
+        let mut view = BTreeMap::new();
+        apply(&mut view, &events);
+        let truth = sim.truth();
+        assert_eq!(truth.resource_version, end);
+        assert_eq!(view, truth.versions(), "{what}: replayed watch = truth");
+        // Objects keep their template's kind and non-metadata bytes are from a real fixture.
+        let any = truth.objects.values().next().unwrap();
+        assert_eq!(any.gvk().kind, "Pod");
+        assert!(any.raw().len() > 1000, "{what}: real-sized objects");
+        // Count stays around the target.
+        assert!(
+            (40..=44).contains(&truth.objects.len()),
+            "{what}: {}",
+            truth.objects.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn create_update_delete_arrive_in_order_with_their_content() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(SimConfig::new(t).seed(2).initial_objects(5)).unwrap();
+        let rv0 = sim.resource_version();
+        let mut r = Reader::open(&sim, watch_from(rv0)).await;
+        let a = sim.create("ns-x", "a").unwrap();
+        let key = ObjectKey::new("ns-x", "a");
+        assert!(matches!(
+            sim.create("ns-x", "a"),
+            Err(informer::sim::SimError::AlreadyExists(_))
+        ));
+        let a2 = sim
+            .update_with(&key, |m| {
+                m.labels.insert("team".into(), "blue".into());
+            })
+            .unwrap();
+        let a3 = sim.delete(&key).unwrap();
+        assert!(sim.get(&key).is_none());
+        assert!(matches!(
+            sim.delete(&key),
+            Err(informer::sim::SimError::NotFound(_))
+        ));
+        let ev = r.take(3).await;
+        match (&ev[0], &ev[1], &ev[2]) {
+            (WatchEvent::Added(x), WatchEvent::Modified(y), WatchEvent::Deleted(z)) => {
+                assert_eq!(x.meta(), a.meta(), "{what}");
+                assert_eq!(x.resource_version(), (rv0 + 1).to_string());
+                assert_eq!(y.meta().labels["team"], "blue");
+                assert_eq!(y.meta(), a2.meta());
+                assert_eq!(y.meta().generation, Some(2));
+                assert_eq!(y.uid(), x.uid());
+                // DELETED: the last state, at the deletion's resourceVersion.
+                assert_eq!(z.meta(), a3.meta());
+                assert_eq!(z.resource_version(), (rv0 + 3).to_string());
+                assert_eq!(z.meta().labels["team"], "blue");
+                if x.encoding() == informer::object::Encoding::Protobuf {
+                    let pod: k8s_pb::api::core::v1::Pod = y.decode().unwrap();
+                    assert_eq!(pod.metadata.unwrap().name.as_deref(), Some("a"));
+                    assert!(pod.spec.is_some(), "{what}: spec kept from the fixture");
+                } else {
+                    let v = y.to_json_value().unwrap();
+                    assert_eq!(v["metadata"]["name"], "a");
+                    assert!(v["spec"]["containers"].is_array(), "{what}");
+                }
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn list_pages_are_one_consistent_snapshot() {
+    for (what, t) in all_templates() {
+        let n = if what == "openshift-json" { 120 } else { 1234 };
+        let sim = SimServer::new(
+            SimConfig::new(t)
+                .seed(3)
+                .initial_objects(n)
+                .target_objects(n),
+        )
+        .unwrap();
+        let truth = sim.truth();
+        let mut opts = ListOptions {
+            resource_version: Some("0".into()),
+            limit: Some(100),
+            ..Default::default()
+        };
+        let mut seen = BTreeMap::new();
+        let mut pages = 0;
+        loop {
+            let list = decode_list(sim.list(&opts).await.unwrap()).unwrap();
+            pages += 1;
+            assert_eq!(list.list_gvk.kind, "PodList");
+            assert_eq!(list.resource_version, truth.resource_version.to_string());
+            for o in &list.items {
+                let prev = seen.insert(
+                    o.key(),
+                    (o.uid().to_owned(), o.resource_version().to_owned()),
+                );
+                assert!(prev.is_none(), "{what}: {} listed twice", o.key());
+            }
+            if list.continue_token.is_empty() {
+                assert_eq!(list.remaining_item_count, None);
+                break;
+            }
+            assert_eq!(list.items.len(), 100, "{what}");
+            assert_eq!(
+                list.remaining_item_count,
+                Some((n - seen.len()) as i64),
+                "{what}"
+            );
+            // The server moves on between pages; the list must not.
+            sim.step(37).unwrap();
+            opts = ListOptions {
+                limit: Some(100),
+                continue_token: Some(list.continue_token),
+                ..Default::default()
+            };
+        }
+        assert_eq!(pages, n.div_ceil(100), "{what}");
+        assert_eq!(
+            seen,
+            truth.versions(),
+            "{what}: every object once, at the list's rv"
+        );
+        // A continue token with an explicit resourceVersion is a 400, as upstream.
+        let l = decode_list(
+            sim.list(&ListOptions {
+                limit: Some(10),
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+        )
+        .unwrap();
+        let e = sim
+            .list(&ListOptions {
+                resource_version: Some("5".into()),
+                continue_token: Some(l.continue_token),
+                limit: Some(10),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(api_status(e).code, 400);
+    }
+}
+
+#[tokio::test]
+async fn unpaginated_and_exact_lists() {
+    let sim = SimServer::new(SimConfig::new(etcd()).seed(4).initial_objects(50)).unwrap();
+    let then = sim.truth();
+    sim.step(200).unwrap();
+    let now = sim.truth();
+    let all = decode_list(sim.list(&ListOptions::default()).await.unwrap()).unwrap();
+    assert_eq!(all.items.len(), now.objects.len());
+    assert_eq!(all.continue_token, "");
+    assert_eq!(all.resource_version, now.resource_version.to_string());
+    // Exact at an older resourceVersion is rebuilt from history.
+    let exact = decode_list(
+        sim.list(&ListOptions {
+            resource_version: Some(then.resource_version.to_string()),
+            resource_version_match: Some("Exact".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let got: BTreeMap<_, _> = exact
+        .items
+        .iter()
+        .map(|o| {
+            (
+                o.key(),
+                (o.uid().to_owned(), o.resource_version().to_owned()),
+            )
+        })
+        .collect();
+    assert_eq!(got, then.versions());
+    assert_eq!(exact.resource_version, then.resource_version.to_string());
+    // NotOlderThan an old version: the current state.
+    let newer = decode_list(
+        sim.list(&ListOptions {
+            resource_version: Some(then.resource_version.to_string()),
+            resource_version_match: Some("NotOlderThan".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(newer.resource_version, now.resource_version.to_string());
+}
+
+#[tokio::test]
+async fn too_large_resource_version_is_504_with_the_cause() {
+    let sim = SimServer::new(SimConfig::new(etcd()).initial_objects(3)).unwrap();
+    let big = (sim.resource_version() + 10).to_string();
+    let s = api_status(
+        sim.list(&ListOptions {
+            resource_version: Some(big.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
+    assert_eq!(s.cause_reasons, ["ResourceVersionTooLarge"]);
+    assert!(s.message.starts_with("Too large resource version"));
+    let s = api_status(
+        sim.watch(&watch_from(big.parse().unwrap()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(s.cause_reasons, ["ResourceVersionTooLarge"]);
+}
+
+#[tokio::test]
+async fn expired_continue_token_is_410() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .initial_objects(20)
+            .target_objects(20)
+            .history_window(10),
+    )
+    .unwrap();
+    let first = decode_list(
+        sim.list(&ListOptions {
+            limit: Some(5),
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first.items.len(), 5);
+    assert_eq!(first.remaining_item_count, Some(15));
+    sim.step(50).unwrap();
+    let s = api_status(
+        sim.list(&ListOptions {
+            limit: Some(5),
+            continue_token: Some(first.continue_token),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+    assert!(
+        s.message
+            .starts_with("The provided continue parameter is too old")
+    );
+    // Exact at a compacted resourceVersion: 410 too.
+    let s = api_status(
+        sim.list(&ListOptions {
+            resource_version: Some(first.resource_version),
+            resource_version_match: Some("Exact".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(s.code, 410);
+}
+
+#[tokio::test(start_paused = true)]
+async fn continue_tokens_expire_after_their_ttl() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .initial_objects(20)
+            .continue_ttl(Some(Duration::from_secs(30))),
+    )
+    .unwrap();
+    let page = |token: String| ListOptions {
+        limit: Some(5),
+        continue_token: Some(token),
+        ..Default::default()
+    };
+    let first = decode_list(sim.list(&page(String::new())).await.unwrap()).unwrap();
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let second = decode_list(sim.list(&page(first.continue_token)).await.unwrap()).unwrap();
+    assert_eq!(second.items.len(), 5);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let s = api_status(sim.list(&page(second.continue_token)).await.unwrap_err());
+    assert_eq!(s.code, 410);
+}
+
+#[tokio::test]
+async fn watch_from_before_the_window_gets_an_error_410_event() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(SimConfig::new(t).history_window(10).target_objects(5)).unwrap();
+        let start = sim.resource_version();
+        sim.step(30).unwrap();
+        let mut r = Reader::open(&sim, watch_from(start)).await;
+        match r.next().await {
+            Some(WatchEvent::Error(s)) => {
+                assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{what}");
+                assert_eq!(
+                    s.message,
+                    format!("too old resource version: {start} ({})", start + 21),
+                    "{what}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(r.next().await.is_none(), "{what}: closed after the error");
+        // The oldest allowed start still works.
+        let oldest = sim.stats().oldest_resource_version;
+        let mut r = Reader::open(&sim, watch_from(oldest)).await;
+        assert_eq!(rv_of(&r.next().await.unwrap()), oldest + 1, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn lagging_watcher_gets_410_without_flow_control() {
+    let sim = SimServer::new(SimConfig::new(etcd()).history_window(50).target_objects(10)).unwrap();
+    let mut r = Reader::open(&sim, watch_from(sim.resource_version())).await;
+    let first = r.next_or_step(&sim).await;
+    assert!(matches!(first, WatchEvent::Added(_)));
+    sim.step(500).unwrap();
+    let mut saw_error = false;
+    while let Some(e) = r.next().await {
+        if let WatchEvent::Error(s) = e {
+            assert_eq!(s.code, 410);
+            saw_error = true;
+        }
+    }
+    assert!(saw_error);
+}
+
+impl Reader {
+    /// Makes one change, then reads the next event.
+    async fn next_or_step(&mut self, sim: &SimServer) -> WatchEvent {
+        sim.step(1).unwrap();
+        self.next().await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn flow_control_floods_without_losing_history() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .seed(9)
+            .target_objects(100)
+            .history_window(300)
+            .flow_control(true)
+            .split_chunks(Some(333)),
+    )
+    .unwrap();
+    let start = sim.resource_version();
+    let mut r = Reader::open(&sim, watch_from(start)).await;
+    let total = 20_000u64;
+    let reader = tokio::spawn(async move {
+        let events = r.changes(total as usize).await;
+        (events, r.chunks)
+    });
+    let end = sim.flood(total).await.unwrap();
+    let (events, chunks) = reader.await.unwrap();
+    assert_eq!(end, start + total);
+    assert!(chunks > 100, "split into many chunks");
+    let rvs: Vec<u64> = events.iter().map(rv_of).collect();
+    assert_eq!(rvs, (start + 1..=end).collect::<Vec<_>>());
+    let mut view = BTreeMap::new();
+    apply(&mut view, &events);
+    assert_eq!(view, sim.truth().versions());
+    // The window held: history never grew far beyond it.
+    assert!(sim.stats().history <= 300 + 256 + 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn flow_control_keeps_history_between_list_and_watch() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .initial_objects(20)
+            .target_objects(20)
+            .history_window(10)
+            .flow_control(true),
+    )
+    .unwrap();
+    let list = decode_list(sim.list(&ListOptions::default()).await.unwrap()).unwrap();
+    let rv: u64 = list.resource_version.parse().unwrap();
+    // step() never waits but keeps what the list's client will need.
+    sim.step(100).unwrap();
+    let mut r = Reader::open(&sim, watch_from(rv)).await;
+    let ev = r.changes(100).await;
+    assert_eq!(rv_of(&ev[0]), rv + 1);
+    // Once the hold is released (by that watch starting) and the watcher caught up, the
+    // window applies again.
+    drop(r);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    sim.step(20).unwrap();
+    assert_eq!(sim.stats().history, 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_every_n_events_and_when_idle() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(
+            SimConfig::new(t)
+                .target_objects(5)
+                .bookmark_every(10)
+                .bookmark_idle(Some(Duration::from_secs(2))),
+        )
+        .unwrap();
+        let start = sim.resource_version();
+        let mut r = Reader::open(
+            &sim,
+            WatchOptions {
+                resource_version: start.to_string(),
+                allow_watch_bookmarks: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        let end = sim.step(35).unwrap();
+        let ev = r.take(35 + 3).await;
+        let marks: Vec<u64> = ev
+            .iter()
+            .filter(|e| matches!(e, WatchEvent::Bookmark(_)))
+            .map(rv_of)
+            .collect();
+        let expected: Vec<u64> = (start + 1..=end).filter(|v| v % 10 == 0).collect();
+        assert_eq!(marks, expected, "{what}");
+        for e in &ev {
+            if let WatchEvent::Bookmark(b) = e {
+                assert!(b.meta().annotations.is_empty(), "{what}");
+            }
+        }
+        // Idle: a bookmark at the current resourceVersion after 2 s (paused time).
+        let t0 = tokio::time::Instant::now();
+        let idle = r.next().await.unwrap();
+        assert!(matches!(idle, WatchEvent::Bookmark(_)), "{what}");
+        assert_eq!(rv_of(&idle), end, "{what}");
+        assert_eq!(t0.elapsed(), Duration::from_secs(2), "{what}");
+        // No bookmarks for watches that did not ask.
+        let mut plain = Reader::open(&sim, watch_from(start)).await;
+        let ev = plain.take(35).await;
+        assert!(
+            ev.iter().all(|e| !matches!(e, WatchEvent::Bookmark(_))),
+            "{what}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn streaming_initial_events_end_with_the_annotated_bookmark() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(
+            SimConfig::new(t)
+                .seed(5)
+                .initial_objects(50)
+                .target_objects(50),
+        )
+        .unwrap();
+        let truth = sim.truth();
+        let mut r = Reader::open(
+            &sim,
+            WatchOptions {
+                send_initial_events: true,
+                allow_watch_bookmarks: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        let ev = r.take(51).await;
+        assert!(
+            ev[..50].iter().all(|e| matches!(e, WatchEvent::Added(_))),
+            "{what}"
+        );
+        let mut view = BTreeMap::new();
+        apply(&mut view, &ev[..50]);
+        assert_eq!(view, truth.versions(), "{what}");
+        match &ev[50] {
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(b.resource_version(), truth.resource_version.to_string());
+                assert_eq!(
+                    b.meta()
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .map(String::as_str),
+                    Some("true"),
+                    "{what}"
+                );
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        // Then live.
+        sim.step(3).unwrap();
+        let live = r.changes(3).await;
+        assert_eq!(rv_of(&live[0]), truth.resource_version + 1, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn watch_from_zero_starts_with_the_current_state() {
+    let sim = SimServer::new(SimConfig::new(etcd()).initial_objects(7)).unwrap();
+    let mut r = Reader::open(&sim, watch_from(0)).await;
+    let ev = r.take(7).await;
+    assert!(ev.iter().all(|e| matches!(e, WatchEvent::Added(_))));
+    sim.step(1).unwrap();
+    assert_eq!(rv_of(&r.next().await.unwrap()), sim.resource_version());
+}
+
+#[tokio::test]
+async fn streaming_lists_are_validated_like_upstream() {
+    let sim = SimServer::new(SimConfig::new(etcd())).unwrap();
+    let opts = WatchOptions {
+        send_initial_events: true,
+        ..Default::default()
+    };
+    assert_eq!(api_status(sim.watch(&opts).await.unwrap_err()).code, 422);
+    let off = SimServer::new(SimConfig::new(etcd()).watch_list(false)).unwrap();
+    let opts = WatchOptions {
+        send_initial_events: true,
+        allow_watch_bookmarks: true,
+        ..Default::default()
+    };
+    assert_eq!(api_status(off.watch(&opts).await.unwrap_err()).code, 422);
+    let opts = WatchOptions {
+        label_selector: Some("a=b".into()),
+        ..Default::default()
+    };
+    assert_eq!(api_status(sim.watch(&opts).await.unwrap_err()).code, 400);
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_timeout_closes_cleanly() {
+    let sim = SimServer::new(SimConfig::new(etcd()).initial_objects(2)).unwrap();
+    let mut r = Reader::open(
+        &sim,
+        WatchOptions {
+            resource_version: sim.resource_version().to_string(),
+            timeout: Some(Duration::from_secs(300)),
+            ..Default::default()
+        },
+    )
+    .await;
+    let t0 = tokio::time::Instant::now();
+    sim.step(2).unwrap();
+    assert_eq!(r.changes(2).await.len(), 2);
+    assert!(r.next().await.is_none());
+    assert_eq!(t0.elapsed(), Duration::from_secs(300));
+    assert_eq!(sim.stats().watchers, 0);
+}
+
+#[tokio::test]
+async fn same_seed_same_truth() {
+    for (what, t) in all_templates() {
+        let n = if what == "openshift-json" { 300 } else { 3000 };
+        let run = |seed: u64| {
+            let sim = SimServer::new(
+                SimConfig::new(t.clone())
+                    .seed(seed)
+                    .initial_objects(20)
+                    .target_objects(60),
+            )
+            .unwrap();
+            sim.step(n).unwrap();
+            sim.truth()
+        };
+        let (a, b, c) = (run(42), run(42), run(43));
+        assert_eq!(a.resource_version, b.resource_version);
+        assert_eq!(a.versions(), b.versions(), "{what}");
+        assert!(
+            a.objects
+                .values()
+                .zip(b.objects.values())
+                .all(|(x, y)| x == y),
+            "{what}: identical bytes"
+        );
+        assert_ne!(a.versions(), c.versions(), "{what}: another seed differs");
+    }
+}
