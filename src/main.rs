@@ -20,12 +20,15 @@ struct Cli {
 enum Command {
     /// Decode Kubernetes objects, lists, etcd values and watch captures and print their metadata.
     Decode(cli::decode::DecodeArgs),
+    /// Flood the whole pipeline from the embedded API server and verify every view at the end.
+    Flood(cli::flood::FloodArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Decode(args) => cli::decode::run(args),
+        Command::Flood(args) => cli::flood::run(args),
     };
     std::process::exit(code);
 }
