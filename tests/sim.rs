@@ -720,3 +720,53 @@ async fn same_seed_same_truth() {
         assert_ne!(a.versions(), c.versions(), "{what}: another seed differs");
     }
 }
+
+#[tokio::test]
+async fn objects_keep_the_fixture_bytes_apart_from_metadata() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(SimConfig::new(t.clone()).seed(6)).unwrap();
+        let a = sim.create("ns-1", "keep").unwrap();
+        let key = a.key();
+        let b = sim.update(&key).unwrap();
+        let c = sim.delete(&key).unwrap();
+        for o in [&a, &b, &c] {
+            // The template (one of them) with this object's metadata is this object, byte for
+            // byte (protobuf) or value for value (JSON).
+            let same = t.objects().iter().any(|tpl| {
+                let re = tpl.with_meta(o.meta().clone()).unwrap();
+                match o.encoding() {
+                    informer::object::Encoding::Protobuf => {
+                        let mine = o.with_meta(o.meta().clone()).unwrap();
+                        mine.raw() == re.raw()
+                    }
+                    informer::object::Encoding::Json => {
+                        o.to_json_value().unwrap() == re.to_json_value().unwrap()
+                    }
+                }
+            });
+            assert!(same, "{what}: {} differs from its template", o.key());
+        }
+        // Metadata: fresh, with the template's annotations and one ReplicaSet owner.
+        let m = a.meta();
+        assert_eq!(m.name, "keep");
+        assert_eq!(m.namespace, "ns-1");
+        assert_eq!(m.uid.len(), 36);
+        assert_eq!(m.generation, Some(1));
+        assert!(m.labels["app"].starts_with("app-"));
+        assert!(m.deletion_timestamp.is_none());
+        assert_eq!(m.owner_references.len(), 1);
+        assert_eq!(m.owner_references[0].kind, "ReplicaSet");
+        assert!(
+            !m.annotations.is_empty(),
+            "{what}: template annotations kept"
+        );
+        assert_ne!(
+            b.meta().labels["version"],
+            m.labels["version"],
+            "{what}: relabelled"
+        );
+        assert_eq!(b.meta().generation, Some(2));
+        assert_eq!(c.meta().generation, Some(2));
+        assert_eq!(c.meta().labels, b.meta().labels);
+    }
+}
