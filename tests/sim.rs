@@ -770,3 +770,58 @@ async fn objects_keep_the_fixture_bytes_apart_from_metadata() {
         assert_eq!(c.meta().labels, b.meta().labels);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_flood_to_two_watchers_on_two_threads() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .seed(11)
+            .initial_objects(200)
+            .target_objects(200)
+            .history_window(500)
+            .flow_control(true),
+    )
+    .unwrap();
+    let start = sim.resource_version();
+    let total = 30_000u64;
+    let initial = sim_initial(&sim, start).await;
+    assert_eq!(initial.len(), 200);
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let mut r = Reader::open(&sim, watch_from(start)).await;
+        readers.push(tokio::spawn(async move { r.changes(total as usize).await }));
+    }
+    let end = sim.flood(total).await.unwrap();
+    let truth = sim.truth().versions();
+    for r in readers {
+        let events = r.await.unwrap();
+        assert_eq!(rv_of(events.last().unwrap()), end);
+        // Replay on top of the initial 200 objects (created before `start`).
+        let mut view = initial.clone();
+        apply(&mut view, &events);
+        assert_eq!(view, truth);
+    }
+}
+
+/// The state at `rv`, through an exact list.
+async fn sim_initial(sim: &SimServer, rv: u64) -> BTreeMap<ObjectKey, (String, String)> {
+    let l = decode_list(
+        sim.list(&ListOptions {
+            resource_version: Some(rv.to_string()),
+            resource_version_match: Some("Exact".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    l.items
+        .iter()
+        .map(|o| {
+            (
+                o.key(),
+                (o.uid().to_owned(), o.resource_version().to_owned()),
+            )
+        })
+        .collect()
+}
