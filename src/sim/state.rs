@@ -3,16 +3,17 @@
 //! watchers (for flow control).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::SimError;
+use super::codec::{Codec, Dynamic, VERSION_LABEL};
 use super::config::SimConfig;
 use super::rng::{SimRng, mix};
 use crate::object::{
-    DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Time, WatchEvent,
+    self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Time, WatchEvent,
     WatchEventType, encode_watch_frame, encode_watch_line,
 };
 
@@ -20,8 +21,33 @@ use crate::object::{
 /// (2023-11-14T22:13:20Z + rv): deterministic, and later objects are younger.
 const BASE_TIME: i64 = 1_700_000_000;
 
-/// One list item: key and object, in key order inside a snapshot.
-pub(crate) type Item = (ObjectKey, Arc<Object>);
+/// One version of one object, kept as the pieces it is encoded from (see [`super::codec`]) and
+/// its wire form; the decoded [`Object`] is built on first request.
+#[derive(Debug)]
+pub(crate) struct Rec {
+    template: usize,
+    static_meta: Bytes,
+    labels: Bytes,
+    version: Option<String>,
+    generation: i64,
+    /// The object's wire form (protobuf envelope or JSON document): a slice of its frame.
+    pub(crate) wire: Bytes,
+    obj: OnceLock<Arc<Object>>,
+}
+
+impl Rec {
+    /// The decoded object (decoded once, zero-copy from the wire form).
+    pub(crate) fn object(&self) -> Result<Arc<Object>, DecodeError> {
+        if let Some(o) = self.obj.get() {
+            return Ok(o.clone());
+        }
+        let o = Arc::new(object::decode(self.wire.clone())?);
+        Ok(self.obj.get_or_init(|| o).clone())
+    }
+}
+
+/// One list item: key and object version, in key order inside a snapshot.
+pub(crate) type Item = (ObjectKey, Arc<Rec>);
 
 /// One change, kept for watches.
 #[derive(Debug)]
@@ -32,9 +58,9 @@ pub(crate) struct Entry {
     pub(crate) kind: WatchEventType,
     /// The object's key.
     pub(crate) key: ObjectKey,
-    /// The state before the change (`None` for creations): lets a list be rebuilt at an older
-    /// resourceVersion.
-    pub(crate) prev: Option<Arc<Object>>,
+    /// The version before the change (`None` for creations): lets a list be rebuilt at an
+    /// older resourceVersion.
+    pub(crate) prev: Option<Arc<Rec>>,
     /// The event encoded in the server's watch format, once, shared by every watcher.
     pub(crate) frame: Bytes,
     /// An encoded BOOKMARK at `rv`, on every `bookmark_every`-th resourceVersion.
@@ -74,8 +100,9 @@ pub(crate) fn encode_event(
 /// Everything that changes, guarded by the server's one mutex.
 #[derive(Debug)]
 pub(crate) struct State {
+    pub(crate) codec: Arc<Codec>,
     /// Current objects by key.
-    pub(crate) objects: BTreeMap<ObjectKey, Arc<Object>>,
+    pub(crate) objects: BTreeMap<ObjectKey, Arc<Rec>>,
     /// The same keys in a vector, for uniform random picks.
     keys: Vec<ObjectKey>,
     /// Index of each key in `keys`.
@@ -102,8 +129,9 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub(crate) fn new(cfg: &SimConfig) -> Self {
-        State {
+    pub(crate) fn new(cfg: &SimConfig) -> Result<Self, SimError> {
+        Ok(State {
+            codec: Arc::new(Codec::new(&cfg.templates)?),
             objects: BTreeMap::new(),
             keys: Vec::new(),
             pos: HashMap::new(),
@@ -117,7 +145,7 @@ impl State {
             next_watcher: 0,
             holds: Vec::new(),
             snapshots: VecDeque::new(),
-        }
+        })
     }
 
     // ----- changes -----------------------------------------------------------------------
@@ -157,7 +185,7 @@ impl State {
         m.labels.insert("app".to_owned(), app_name.clone());
         m.labels
             .insert("pod-template-hash".to_owned(), hash.clone());
-        m.labels.insert("version".to_owned(), "v0".to_owned());
+        m.labels.insert(VERSION_LABEL.to_owned(), "v0".to_owned());
         if !t.owner_references.is_empty() {
             // One controlling owner per app, with a stable uid: owner indexes see real groups.
             let uid = SimRng::new(mix(cfg.seed ^ 0x6f77_6e65_7200_0000 ^ u64::from(app))).uuid();
@@ -173,48 +201,94 @@ impl State {
         m
     }
 
-    /// Creates `namespace/name` from a random template; `None` labels = generated ones.
+    /// Creates `namespace/name` from a random template, with generated labels.
     pub(crate) fn create(
         &mut self,
         cfg: &SimConfig,
         namespace: &str,
         name: &str,
-    ) -> Result<Arc<Object>, SimError> {
+    ) -> Result<Arc<Rec>, SimError> {
         let templates = cfg.templates.objects();
-        let template = &templates[self.rng.below(templates.len() as u64) as usize];
+        let template = self.rng.below(templates.len() as u64) as usize;
         let app = self.rng.below(u64::from(cfg.apps.max(1))) as u32;
-        let mut meta = self.fresh_meta(cfg, template, namespace, name, app);
+        let meta = self.fresh_meta(cfg, &templates[template], namespace, name, app);
         let key = meta.key();
         if self.objects.contains_key(&key) {
             return Err(SimError::AlreadyExists(key));
         }
-        meta.resource_version = (self.rv + 1).to_string();
-        let obj = template.with_meta(meta)?;
-        self.commit(cfg, WatchEventType::Added, key, obj, None)
+        let static_meta = self.codec.static_meta(&meta)?;
+        let (labels, version) = self.codec.labels(&meta.labels);
+        let rec = Rec {
+            template,
+            static_meta,
+            labels,
+            version,
+            generation: 1,
+            wire: Bytes::new(),
+            obj: OnceLock::new(),
+        };
+        self.commit(cfg, WatchEventType::Added, key, rec, None)
+    }
+
+    fn current(&self, key: &ObjectKey) -> Result<Arc<Rec>, SimError> {
+        self.objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(key.clone()))
+    }
+
+    /// The flood's update of `key`: a new `version` label, `generation` + 1 (no decoding, no
+    /// metadata re-encoding).
+    pub(crate) fn relabel(
+        &mut self,
+        cfg: &SimConfig,
+        key: &ObjectKey,
+    ) -> Result<Arc<Rec>, SimError> {
+        let prev = self.current(key)?;
+        let current = prev.version.as_deref().unwrap_or("");
+        let mut next = format!("v{}", self.rng.below(8));
+        if next == current {
+            next = format!("v{}", 8 + self.rng.below(8));
+        }
+        let rec = Rec {
+            template: prev.template,
+            static_meta: prev.static_meta.clone(),
+            labels: prev.labels.clone(),
+            version: Some(next),
+            generation: prev.generation + 1,
+            wire: Bytes::new(),
+            obj: OnceLock::new(),
+        };
+        self.commit(cfg, WatchEventType::Modified, key.clone(), rec, Some(prev))
     }
 
     /// Updates `key`: `change` edits a copy of its metadata (name and namespace are kept), then
     /// `generation` is bumped and the next resourceVersion stamped.
-    pub(crate) fn update(
+    pub(crate) fn update_meta(
         &mut self,
         cfg: &SimConfig,
         key: &ObjectKey,
-        change: impl FnOnce(&mut ObjectMeta, &mut SimRng),
-    ) -> Result<Arc<Object>, SimError> {
-        let prev = self
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or_else(|| SimError::NotFound(key.clone()))?;
-        let old = prev.meta();
+        change: impl FnOnce(&mut ObjectMeta),
+    ) -> Result<Arc<Rec>, SimError> {
+        let prev = self.current(key)?;
+        let obj = prev.object()?;
+        let old = obj.meta();
         let mut meta = old.clone();
-        change(&mut meta, &mut self.rng);
+        change(&mut meta);
         meta.name.clone_from(&old.name);
         meta.namespace.clone_from(&old.namespace);
-        meta.generation = Some(old.generation.unwrap_or(0) + 1);
-        meta.resource_version = (self.rv + 1).to_string();
-        let obj = prev.with_meta(meta)?;
-        self.commit(cfg, WatchEventType::Modified, key.clone(), obj, Some(prev))
+        let static_meta = self.codec.static_meta(&meta)?;
+        let (labels, version) = self.codec.labels(&meta.labels);
+        let rec = Rec {
+            template: prev.template,
+            static_meta,
+            labels,
+            version,
+            generation: prev.generation + 1,
+            wire: Bytes::new(),
+            obj: OnceLock::new(),
+        };
+        self.commit(cfg, WatchEventType::Modified, key.clone(), rec, Some(prev))
     }
 
     /// Deletes `key`; the DELETED event carries its last state with the new resourceVersion.
@@ -222,42 +296,43 @@ impl State {
         &mut self,
         cfg: &SimConfig,
         key: &ObjectKey,
-    ) -> Result<Arc<Object>, SimError> {
-        let prev = self
-            .objects
-            .get(key)
-            .cloned()
-            .ok_or_else(|| SimError::NotFound(key.clone()))?;
-        let mut meta = prev.meta().clone();
-        meta.resource_version = (self.rv + 1).to_string();
-        let obj = prev.with_meta(meta)?;
-        self.commit(cfg, WatchEventType::Deleted, key.clone(), obj, Some(prev))
+    ) -> Result<Arc<Rec>, SimError> {
+        let prev = self.current(key)?;
+        let rec = Rec {
+            template: prev.template,
+            static_meta: prev.static_meta.clone(),
+            labels: prev.labels.clone(),
+            version: prev.version.clone(),
+            generation: prev.generation,
+            wire: Bytes::new(),
+            obj: OnceLock::new(),
+        };
+        self.commit(cfg, WatchEventType::Deleted, key.clone(), rec, Some(prev))
     }
 
-    /// Records a change: next resourceVersion, encoded frame, object maps, history window.
+    /// Records a change: next resourceVersion, encoded frame (the object's wire form is a slice
+    /// of it), object maps, history window.
     fn commit(
         &mut self,
         cfg: &SimConfig,
         kind: WatchEventType,
         key: ObjectKey,
-        obj: Object,
-        prev: Option<Arc<Object>>,
-    ) -> Result<Arc<Object>, SimError> {
+        mut rec: Rec,
+        prev: Option<Arc<Rec>>,
+    ) -> Result<Arc<Rec>, SimError> {
         let rv = self.rv + 1;
-        debug_assert_eq!(obj.meta().resource_version_u64(), Some(rv));
-        let encoding = cfg.templates.encoding();
-        let mut frame = Vec::with_capacity(obj.raw().len() + 96);
-        let event = match kind {
-            WatchEventType::Added => WatchEvent::Added(obj),
-            WatchEventType::Modified => WatchEvent::Modified(obj),
-            _ => WatchEvent::Deleted(obj),
+        let d = Dynamic {
+            resource_version: rv,
+            generation: rec.generation,
+            labels: &rec.labels,
+            version: rec.version.as_deref(),
         };
-        encode_event(encoding, &event, &mut frame)?;
-        let (WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj)) = event
-        else {
-            unreachable!("built above as a change event")
-        };
+        let (frame, wire) = self
+            .codec
+            .change_frame(kind, rec.template, &rec.static_meta, &d);
+        rec.wire = frame.slice(wire);
         let bookmark = if cfg.bookmark_every > 0 && rv.is_multiple_of(cfg.bookmark_every) {
+            let encoding = cfg.templates.encoding();
             let mut b = Vec::with_capacity(96);
             let ev = WatchEvent::bookmark(
                 cfg.templates.gvk().clone(),
@@ -270,15 +345,15 @@ impl State {
         } else {
             None
         };
-        let obj = Arc::new(obj);
+        let rec = Arc::new(rec);
         match kind {
             WatchEventType::Added => {
                 self.pos.insert(key.clone(), self.keys.len());
                 self.keys.push(key.clone());
-                self.objects.insert(key.clone(), obj.clone());
+                self.objects.insert(key.clone(), rec.clone());
             }
             WatchEventType::Modified => {
-                self.objects.insert(key.clone(), obj.clone());
+                self.objects.insert(key.clone(), rec.clone());
             }
             _ => {
                 self.objects.remove(&key);
@@ -295,13 +370,13 @@ impl State {
             kind,
             key,
             prev,
-            frame: Bytes::from(frame),
+            frame,
             bookmark,
         });
         self.rv = rv;
         self.events += 1;
         self.trim(cfg);
-        Ok(obj)
+        Ok(rec)
     }
 
     /// One generated change, chosen by the configured mix.
@@ -343,7 +418,7 @@ impl State {
             },
             Op::Update => {
                 let key = self.keys[self.rng.below(n as u64) as usize].clone();
-                self.update(cfg, &key, relabel).map(drop)
+                self.relabel(cfg, &key).map(drop)
             }
             Op::Delete => {
                 let key = self.keys[self.rng.below(n as u64) as usize].clone();
@@ -476,14 +551,4 @@ impl State {
         }
         self.snapshots.push_back(Snapshot { rv, items });
     }
-}
-
-/// The generated update: a new `version` label (so label indexes see moves).
-pub(crate) fn relabel(meta: &mut ObjectMeta, rng: &mut SimRng) {
-    let current = meta.labels.get("version").cloned().unwrap_or_default();
-    let mut next = format!("v{}", rng.below(8));
-    if next == current {
-        next = format!("v{}", 8 + rng.below(8));
-    }
-    meta.labels.insert("version".to_owned(), next);
 }

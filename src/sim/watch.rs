@@ -14,7 +14,7 @@ use super::rng::{SimRng, mix};
 use super::server::Shared;
 use super::state::{Item, encode_event};
 use super::status;
-use crate::object::{ApiStatus, DecodeError, Object, WatchEvent, parse_resource_version};
+use crate::object::{ApiStatus, DecodeError, WatchEvent, WatchEventType, parse_resource_version};
 use crate::reflector::{ApiError, Body, WatchOptions};
 
 /// Where a watch stands.
@@ -222,8 +222,11 @@ impl SimWatch {
             } => {
                 let mut out = Vec::with_capacity(max.min(1 << 20));
                 while *next < items.len() && out.len() < max {
-                    let obj = Object::clone(&items[*next].1);
-                    encode_event(encoding, &WatchEvent::Added(obj), &mut out)?;
+                    let frame = self
+                        .shared
+                        .codec
+                        .wrap(WatchEventType::Added, &items[*next].1.wire);
+                    out.extend_from_slice(&frame);
                     *next += 1;
                 }
                 if *next == items.len() {

@@ -1,0 +1,342 @@
+//! Byte assembly of the simulator's objects and watch frames, without building an `Object` per
+//! change.
+//!
+//! An object's wire form is cut into pieces that are encoded once and reused:
+//! - the *static* metadata (everything but `resourceVersion`, `generation` and `labels`),
+//!   encoded when the object is created;
+//! - the template's *rest* (every top-level field but `metadata`), encoded once per template;
+//! - the *dynamic* metadata, a few dozen bytes written per change.
+//!
+//! A change's watch frame is written in one pass into one buffer of the exact size, and the
+//! object's wire form (protobuf envelope or JSON document) is a slice of that frame: one
+//! allocation and one copy of the object per change. Protobuf decoders merge fields in any
+//! order (a later scalar wins, map entries accumulate), so the dynamic fields follow the static
+//! ones; JSON members are written once each.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Templates;
+use crate::object::{
+    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, WatchEventType, encode_envelope,
+    encode_object_meta,
+};
+
+/// The label the flood generator changes on updates; kept apart so an update re-encodes one
+/// label only.
+pub(crate) const VERSION_LABEL: &str = "version";
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn read_varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Appends a length-delimited protobuf field.
+fn put_len_field(out: &mut Vec<u8>, field: u8, data: &[u8]) {
+    out.push((field << 3) | 2);
+    put_varint(out, data.len() as u64);
+    out.extend_from_slice(data);
+}
+
+/// The parts of an object's current version that change per event.
+#[derive(Debug)]
+pub(crate) struct Dynamic<'a> {
+    pub(crate) resource_version: u64,
+    pub(crate) generation: i64,
+    /// Encoded labels other than [`VERSION_LABEL`] (see [`Codec::labels`]).
+    pub(crate) labels: &'a [u8],
+    pub(crate) version: Option<&'a str>,
+}
+
+/// Encoders for one server's kind and encoding.
+#[derive(Debug)]
+pub(crate) struct Codec {
+    encoding: Encoding,
+    /// Protobuf: magic + envelope TypeMeta field. JSON: `{"apiVersion":..,"kind":..,"metadata":{`.
+    head: Bytes,
+    /// Protobuf: the envelope's fields after `raw`. JSON: unused.
+    tail: Bytes,
+    /// Per template: protobuf top-level fields but 1; JSON `,"spec":..` members (or empty).
+    rests: Vec<Bytes>,
+    gvk: Arc<GroupVersionKind>,
+}
+
+impl Codec {
+    pub(crate) fn new(templates: &Templates) -> Result<Self, DecodeError> {
+        let gvk = templates.gvk().clone();
+        let encoding = templates.encoding();
+        let (head, tail) = match encoding {
+            Encoding::Protobuf => {
+                let e = encode_envelope(&gvk, &[]);
+                // MAGIC, field 1 (TypeMeta), then `12 00` (empty raw), then the tail.
+                let (tm_len, n) = read_varint(&e[5..]).ok_or(DecodeError::Missing {
+                    what: "envelope type meta",
+                    offset: 5,
+                })?;
+                let head_end = 5 + n + tm_len as usize;
+                debug_assert_eq!(&e[head_end..head_end + 2], &[0x12, 0x00]);
+                (e.slice(..head_end), e.slice(head_end + 2..))
+            }
+            Encoding::Json => {
+                let s = format!(
+                    "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{{",
+                    serde_json::Value::from(gvk.api_version()),
+                    serde_json::Value::from(gvk.kind.as_str())
+                );
+                (Bytes::from(s), Bytes::new())
+            }
+        };
+        let mut rests = Vec::new();
+        for t in templates.objects() {
+            rests.push(match encoding {
+                Encoding::Protobuf => {
+                    // with_meta writes field 1 first, then every other field verbatim.
+                    let raw = t.with_meta(ObjectMeta::default())?.raw().clone();
+                    let (len, n) = read_varint(&raw[1..]).ok_or(DecodeError::Missing {
+                        what: "template metadata",
+                        offset: 1,
+                    })?;
+                    raw.slice(1 + n + len as usize..)
+                }
+                Encoding::Json => {
+                    let mut doc: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_slice(t.raw()).map_err(|e| DecodeError::json(&e, 0))?;
+                    for k in ["apiVersion", "kind", "metadata"] {
+                        doc.remove(k);
+                    }
+                    let s = serde_json::to_string(&doc).map_err(|e| DecodeError::json(&e, 0))?;
+                    let inner = &s[1..s.len() - 1];
+                    if inner.is_empty() {
+                        Bytes::new()
+                    } else {
+                        Bytes::from(format!(",{inner}"))
+                    }
+                }
+            });
+        }
+        Ok(Codec {
+            encoding,
+            head,
+            tail,
+            rests,
+            gvk,
+        })
+    }
+
+    /// The static metadata of `meta` (its resourceVersion, generation and labels are left
+    /// out): protobuf `ObjectMeta` fields, or JSON members without braces.
+    pub(crate) fn static_meta(&self, meta: &ObjectMeta) -> Result<Bytes, DecodeError> {
+        let mut m = meta.clone();
+        m.resource_version.clear();
+        m.generation = None;
+        m.labels.clear();
+        match self.encoding {
+            Encoding::Protobuf => {
+                let mut out = Vec::with_capacity(256);
+                encode_object_meta(&m, &mut out);
+                Ok(Bytes::from(out))
+            }
+            Encoding::Json => {
+                // Render through the object module's JSON metadata writer on an empty document.
+                let empty = Object::from_parts(
+                    self.gvk.clone(),
+                    ObjectMeta::default(),
+                    Bytes::from_static(b"{}"),
+                    Encoding::Json,
+                );
+                let doc = empty.with_meta(m)?;
+                let v: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(doc.raw()).map_err(|e| DecodeError::json(&e, 0))?;
+                let meta = v.get("metadata").cloned().unwrap_or_default();
+                let s = serde_json::to_string(&meta).map_err(|e| DecodeError::json(&e, 0))?;
+                let inner = if s.len() >= 2 { &s[1..s.len() - 1] } else { "" };
+                Ok(Bytes::copy_from_slice(inner.as_bytes()))
+            }
+        }
+    }
+
+    /// Encodes `labels` without [`VERSION_LABEL`], and returns that label's value apart.
+    pub(crate) fn labels(&self, labels: &BTreeMap<String, String>) -> (Bytes, Option<String>) {
+        let mut out = Vec::new();
+        for (k, v) in labels.iter().filter(|(k, _)| k.as_str() != VERSION_LABEL) {
+            self.put_label(&mut out, k, v);
+        }
+        (Bytes::from(out), labels.get(VERSION_LABEL).cloned())
+    }
+
+    fn put_label(&self, out: &mut Vec<u8>, k: &str, v: &str) {
+        match self.encoding {
+            Encoding::Protobuf => {
+                let entry_len =
+                    2 + varint_len(k.len() as u64) + k.len() + varint_len(v.len() as u64) + v.len();
+                out.push((11 << 3) | 2);
+                put_varint(out, entry_len as u64);
+                put_len_field(out, 1, k.as_bytes());
+                put_len_field(out, 2, v.as_bytes());
+            }
+            Encoding::Json => {
+                out.extend_from_slice(serde_json::Value::from(k).to_string().as_bytes());
+                out.push(b':');
+                out.extend_from_slice(serde_json::Value::from(v).to_string().as_bytes());
+                out.push(b',');
+            }
+        }
+    }
+
+    /// The dynamic metadata bytes.
+    fn dynamic(&self, d: &Dynamic<'_>) -> Vec<u8> {
+        let rv = d.resource_version.to_string();
+        let mut out = Vec::with_capacity(d.labels.len() + 64);
+        match self.encoding {
+            Encoding::Protobuf => {
+                put_len_field(&mut out, 6, rv.as_bytes());
+                out.push(7 << 3);
+                put_varint(&mut out, d.generation as u64);
+                out.extend_from_slice(d.labels);
+                if let Some(v) = d.version {
+                    self.put_label(&mut out, VERSION_LABEL, v);
+                }
+            }
+            Encoding::Json => {
+                out.extend_from_slice(b"\"resourceVersion\":\"");
+                out.extend_from_slice(rv.as_bytes());
+                out.extend_from_slice(b"\",\"generation\":");
+                out.extend_from_slice(d.generation.to_string().as_bytes());
+                out.extend_from_slice(b",\"labels\":{");
+                out.extend_from_slice(d.labels);
+                if let Some(v) = d.version {
+                    self.put_label(&mut out, VERSION_LABEL, v);
+                }
+                if out.last() == Some(&b',') {
+                    out.pop();
+                }
+                out.push(b'}');
+            }
+        }
+        out
+    }
+
+    /// A watch event frame of type `kind` for the object made of `static_meta` (of template
+    /// `template`) and `d`; returns the frame and the range of the object's wire form in it.
+    pub(crate) fn change_frame(
+        &self,
+        kind: WatchEventType,
+        template: usize,
+        static_meta: &[u8],
+        d: &Dynamic<'_>,
+    ) -> (Bytes, Range<usize>) {
+        let dynamic = self.dynamic(d);
+        let rest = &self.rests[template];
+        match self.encoding {
+            Encoding::Protobuf => {
+                let meta_len = static_meta.len() + dynamic.len();
+                let raw_len = 1 + varint_len(meta_len as u64) + meta_len + rest.len();
+                let wire_len =
+                    self.head.len() + 1 + varint_len(raw_len as u64) + raw_len + self.tail.len();
+                self.wrap_with(kind, wire_len, |out| {
+                    out.extend_from_slice(&self.head);
+                    out.push(0x12);
+                    put_varint(out, raw_len as u64);
+                    out.push(0x0a);
+                    put_varint(out, meta_len as u64);
+                    out.extend_from_slice(static_meta);
+                    out.extend_from_slice(&dynamic);
+                    out.extend_from_slice(rest);
+                    out.extend_from_slice(&self.tail);
+                })
+            }
+            Encoding::Json => {
+                let comma = usize::from(!static_meta.is_empty());
+                let wire_len = self.head.len()
+                    + static_meta.len()
+                    + comma
+                    + dynamic.len()
+                    + 1
+                    + rest.len()
+                    + 1;
+                self.wrap_with(kind, wire_len, |out| {
+                    out.extend_from_slice(&self.head);
+                    out.extend_from_slice(static_meta);
+                    if comma == 1 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&dynamic);
+                    out.push(b'}');
+                    out.extend_from_slice(rest);
+                    out.push(b'}');
+                })
+            }
+        }
+    }
+
+    /// A watch event frame of type `kind` around an object's wire form.
+    pub(crate) fn wrap(&self, kind: WatchEventType, wire: &[u8]) -> Bytes {
+        self.wrap_with(kind, wire.len(), |out| out.extend_from_slice(wire))
+            .0
+    }
+
+    /// Writes the event framing around `wire_len` bytes written by `write`.
+    fn wrap_with(
+        &self,
+        kind: WatchEventType,
+        wire_len: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> (Bytes, Range<usize>) {
+        let t = kind.as_str().as_bytes();
+        let mut out;
+        let start;
+        match self.encoding {
+            Encoding::Protobuf => {
+                let ext_len = 1 + varint_len(wire_len as u64) + wire_len;
+                let msg_len = 1
+                    + varint_len(t.len() as u64)
+                    + t.len()
+                    + 1
+                    + varint_len(ext_len as u64)
+                    + ext_len;
+                out = Vec::with_capacity(4 + msg_len);
+                out.extend_from_slice(&(msg_len as u32).to_be_bytes());
+                put_len_field(&mut out, 1, t);
+                out.push(0x12);
+                put_varint(&mut out, ext_len as u64);
+                out.push(0x0a);
+                put_varint(&mut out, wire_len as u64);
+                start = out.len();
+                write(&mut out);
+            }
+            Encoding::Json => {
+                out = Vec::with_capacity(wire_len + 32);
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(t);
+                out.extend_from_slice(b"\",\"object\":");
+                start = out.len();
+                write(&mut out);
+                out.extend_from_slice(b"}\n");
+            }
+        }
+        let end = start + wire_len;
+        debug_assert!(out.len() >= end);
+        (Bytes::from(out), start..end)
+    }
+}
