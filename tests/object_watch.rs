@@ -317,3 +317,26 @@ fn with_meta_keeps_every_other_field() {
         )
     );
 }
+
+#[test]
+fn frames_decode_with_prost_too() {
+    // An independent decoder (prost, from proto/) agrees with our hand-sized frame encoder.
+    use prost::Message;
+    for ev in events(&pods(3)) {
+        let mut out = Vec::new();
+        encode_watch_frame(&ev, &mut out);
+        let len = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+        assert_eq!(len + 4, out.len());
+        let pb = informer::wire::meta::WatchEvent::decode(&out[4..]).unwrap();
+        assert_eq!(pb.r#type.as_deref(), Some(ev.event_type().as_str()));
+        let raw = pb.object.unwrap().raw.unwrap();
+        let env = informer::wire::runtime::Unknown::decode(&raw[4..]).unwrap();
+        if let Some(o) = ev.object() {
+            assert_eq!(env.raw.as_deref(), Some(&o.raw()[..]));
+            assert_eq!(
+                env.type_meta.unwrap().kind.as_deref(),
+                Some(o.gvk().kind.as_str())
+            );
+        }
+    }
+}

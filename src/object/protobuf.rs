@@ -10,7 +10,9 @@ use bytes::Bytes;
 use super::DecodeError;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
 use super::value::{Encoding, MAGIC, Object};
-use super::wire::{Reader, WT_LEN, put_bytes, put_message, put_str, put_tag, put_uint, put_varint};
+use super::wire::{
+    Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint, put_varint,
+};
 
 /// The decoded `runtime.Unknown` envelope.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,16 +94,30 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
 /// empty, as the API server does).
 pub fn encode_envelope(gvk: &GroupVersionKind, raw: &[u8]) -> Bytes {
     let api_version = gvk.api_version();
-    let mut out = Vec::with_capacity(raw.len() + api_version.len() + gvk.kind.len() + 24);
-    out.extend_from_slice(&MAGIC);
-    put_message(&mut out, 1, |tm| {
-        put_str(tm, 1, &api_version);
-        put_str(tm, 2, &gvk.kind);
-    });
-    put_bytes(&mut out, 2, raw);
-    put_str(&mut out, 3, "");
-    put_str(&mut out, 4, "");
+    let mut out = Vec::with_capacity(envelope_size(&api_version, &gvk.kind, raw.len()));
+    encode_envelope_into(&api_version, &gvk.kind, raw, &mut out);
     Bytes::from(out)
+}
+
+/// Size of the envelope [`encode_envelope_into`] writes.
+pub(crate) fn envelope_size(api_version: &str, kind: &str, raw_len: usize) -> usize {
+    let tm = len_field_size(api_version.len()) + len_field_size(kind.len());
+    MAGIC.len() + len_field_size(tm) + len_field_size(raw_len) + 4
+}
+
+/// Appends the envelope to `out`, copying `raw` once.
+pub(crate) fn encode_envelope_into(api_version: &str, kind: &str, raw: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&MAGIC);
+    put_tag(out, 1, WT_LEN);
+    put_varint(
+        out,
+        (len_field_size(api_version.len()) + len_field_size(kind.len())) as u64,
+    );
+    put_str(out, 1, api_version);
+    put_str(out, 2, kind);
+    put_bytes(out, 2, raw);
+    put_str(out, 3, "");
+    put_str(out, 4, "");
 }
 
 /// Decodes a protobuf object in its envelope.

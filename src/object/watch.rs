@@ -14,9 +14,12 @@ use serde_json::value::RawValue;
 use super::DecodeError;
 use super::json::{self, Head, offset_in};
 use super::meta::{GroupVersionKind, ObjectMeta};
-use super::protobuf::{decode_bare, decode_envelope, encode_envelope, encode_object_meta};
+use super::protobuf::{
+    decode_bare, decode_envelope, encode_envelope, encode_envelope_into, encode_object_meta,
+    envelope_size,
+};
 use super::value::{Encoding, MAGIC, Object};
-use super::wire::{Reader, put_bytes, put_message, put_str};
+use super::wire::{Reader, WT_LEN, len_field_size, put_bytes, put_str, put_tag, put_varint};
 use crate::wire::meta as pb;
 
 /// Default cap on one watch frame or JSON line: 16 MiB, as upstream clients use.
@@ -708,15 +711,35 @@ impl WatchDecoder {
 /// `WatchEvent{type, RawExtension{raw}}` where raw is the object's envelope (protobuf objects)
 /// or JSON document (JSON objects), or a `Status` envelope for errors.
 pub fn encode_watch_frame(event: &WatchEvent, out: &mut Vec<u8>) {
-    let raw = match event {
-        WatchEvent::Error(s) => s.encode_protobuf(),
-        other => other.object().map(Object::to_wire).unwrap_or_default(),
+    let event_type = event.event_type().as_str();
+    // Protobuf objects are written straight into `out` (their bytes copied once); anything
+    // else is encoded first.
+    let (api_version, embedded) = match event.object() {
+        Some(o) if o.encoding() == Encoding::Protobuf => (o.gvk().api_version(), None),
+        Some(o) => (String::new(), Some(o.to_wire())),
+        None => match event {
+            WatchEvent::Error(s) => (String::new(), Some(s.encode_protobuf())),
+            _ => (String::new(), Some(Bytes::new())),
+        },
     };
-    let mut msg = Vec::with_capacity(raw.len() + 24);
-    put_str(&mut msg, 1, event.event_type().as_str());
-    put_message(&mut msg, 2, |ext| put_bytes(ext, 1, &raw));
-    out.extend_from_slice(&(msg.len() as u32).to_be_bytes());
-    out.extend_from_slice(&msg);
+    let raw_len = match (&embedded, event.object()) {
+        (Some(b), _) => b.len(),
+        (None, Some(o)) => envelope_size(&api_version, &o.gvk().kind, o.raw().len()),
+        (None, None) => 0,
+    };
+    let msg_len = len_field_size(event_type.len()) + len_field_size(len_field_size(raw_len));
+    out.reserve(4 + msg_len);
+    out.extend_from_slice(&(msg_len as u32).to_be_bytes());
+    put_str(out, 1, event_type);
+    put_tag(out, 2, WT_LEN);
+    put_varint(out, len_field_size(raw_len) as u64);
+    put_tag(out, 1, WT_LEN);
+    put_varint(out, raw_len as u64);
+    match (embedded, event.object()) {
+        (Some(b), _) => out.extend_from_slice(&b),
+        (None, Some(o)) => encode_envelope_into(&api_version, &o.gvk().kind, o.raw(), out),
+        (None, None) => {}
+    }
 }
 
 /// Appends one JSON watch line for `event` to `out`: `{"type":..,"object":..}\n`. Protobuf

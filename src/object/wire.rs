@@ -218,6 +218,16 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes a varint of `v` takes.
+pub(crate) fn varint_len(v: u64) -> usize {
+    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+}
+
+/// Bytes a length-delimited field of `len` payload bytes takes (tag < 16 assumed).
+pub(crate) fn len_field_size(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
 /// Appends a tag.
 pub(crate) fn put_tag(out: &mut Vec<u8>, field: u32, wire_type: u8) {
     put_varint(out, (u64::from(field) << 3) | u64::from(wire_type));
