@@ -292,7 +292,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     let truth = sim.truth();
     let store = informer.store();
     let caught_up = store.wait_for_blocking(truth.resource_version, Duration::from_secs(120));
-    informer.distributor().flush();
+    informer.flush();
     let elapsed = flood_start.elapsed();
     bar.finish_and_clear();
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::distributor::{
     AddListenerError, Distributor, EventHandler, Listener, Marker, Notification, OverflowPolicy,
 };
-use crate::fifo::{DeltaFifo, DeltaType, KnownObjects, PopError, Transform};
+use crate::fifo::{DeltaFifo, DeltaType, KnownObjects, PopError, Transform, TryPopError};
 use crate::object::{Object, ObjectKey, parse_resource_version};
 use crate::reflector::{
     ListerWatcher, Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStore, StoreClosed,
@@ -81,12 +81,16 @@ impl KnownObjects for KnownStore {
 struct FifoSink {
     fifo: DeltaFifo,
     seen_rv: Arc<AtomicU64>,
+    /// Wakes the processing thread when `seen_rv` moved (it may advance the store's
+    /// resourceVersion even when no delta follows, e.g. after a bookmark).
+    rv_moved: Arc<tokio::sync::Notify>,
 }
 
 impl FifoSink {
     fn saw(&self, rv: &str) {
         if let Some(rv) = parse_resource_version(rv) {
             self.seen_rv.fetch_max(rv, Ordering::SeqCst);
+            self.rv_moved.notify_one();
         }
     }
 }
@@ -100,6 +104,7 @@ impl ReflectorStore for FifoSink {
         // A relist is the truth at its version, even below a bookmark seen before.
         if let Some(rv) = parse_resource_version(resource_version) {
             self.seen_rv.store(rv, Ordering::SeqCst);
+            self.rv_moved.notify_one();
         }
         Ok(())
     }
@@ -170,6 +175,7 @@ struct Shared {
     /// never run under it.
     writer: Mutex<Writer>,
     seen_rv: Arc<AtomicU64>,
+    rv_moved: Arc<tokio::sync::Notify>,
     metrics: InformerMetrics,
     batch_size: usize,
 }
@@ -216,6 +222,7 @@ impl<L: ListerWatcher> Informer<L> {
                 distributor: Distributor::new(),
                 writer: Mutex::new(writer),
                 seen_rv: Arc::new(AtomicU64::new(0)),
+                rv_moved: Arc::new(tokio::sync::Notify::new()),
                 metrics: InformerMetrics::default(),
                 batch_size: if config.batch_size == 0 {
                     1024
@@ -300,6 +307,21 @@ impl<L: ListerWatcher> Informer<L> {
         })
     }
 
+    /// Waits until every handler has handled the notifications of every change the store
+    /// already holds: after `store().wait_for(rv)`, a flush makes every handler's view reflect
+    /// `rv` too. Must not be called from a handler (it would wait for itself).
+    pub fn flush(&self) {
+        // The processing thread applies a batch and publishes its notifications under the
+        // writer lock: once we hold it, every applied batch has been published.
+        drop(
+            self.shared
+                .writer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        self.shared.distributor.flush();
+    }
+
     /// Removes a handler: it finishes what was published to it, then stops.
     pub fn remove_event_handler(&self, registration: &Registration) {
         self.shared
@@ -318,6 +340,7 @@ impl<L: ListerWatcher> Informer<L> {
         let sink = Arc::new(FifoSink {
             fifo: self.shared.fifo.clone(),
             seen_rv: self.shared.seen_rv.clone(),
+            rv_moved: self.shared.rv_moved.clone(),
         });
         let reflector = Reflector::new(self.lw.clone(), sink, self.reflector_config.clone());
         *self
@@ -328,9 +351,10 @@ impl<L: ListerWatcher> Informer<L> {
             let _ = reflector.run().await;
         });
         let shared = self.shared.clone();
+        let handle = handle.clone();
         let thread = std::thread::Builder::new()
             .name("informer-process".into())
-            .spawn(move || process_loop(&shared))
+            .spawn(move || process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         tasks.push(Task::Async(reflector_task));
@@ -375,17 +399,51 @@ impl<L: ListerWatcher> Informer<L> {
     }
 }
 
-/// The processing thread: pop, apply, publish, until the DeltaFIFO closes.
-fn process_loop(shared: &Shared) {
+/// The processing thread: pop, apply, publish, until the DeltaFIFO closes. When the queue is
+/// empty it sleeps until a delta arrives or the reflector's resourceVersion moves.
+fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
     loop {
-        let batch = match shared.fifo.pop_batch(shared.batch_size) {
-            Ok(b) => b,
-            Err(PopError::Closed) => return,
+        let batch = match shared.fifo.try_pop_batch(shared.batch_size) {
+            Ok(b) => Some(b),
+            Err(TryPopError::Closed) => return,
+            Err(TryPopError::Empty) => {
+                // Nothing queued: everything the reflector handed over is applied, so the
+                // store may reflect the newest resourceVersion it saw (a bookmark, a list).
+                advance_resource_version(shared);
+                let woke = handle.block_on(async {
+                    tokio::select! {
+                        biased;
+                        b = shared.fifo.pop_batch_async(shared.batch_size) => b.map(Some),
+                        () = shared.rv_moved.notified() => Ok(None),
+                    }
+                });
+                match woke {
+                    Ok(b) => b,
+                    Err(PopError::Closed) => return,
+                }
+            }
         };
-        process_batch(shared, &batch);
-        // Dropping the batch completes it: the DeltaFIFO stops overlaying it on the store and
-        // counts it towards has_synced, now that the store holds it.
-        drop(batch);
+        if let Some(batch) = batch {
+            process_batch(shared, &batch);
+            // Dropping the batch completes it: the DeltaFIFO stops overlaying it on the store
+            // and counts it towards has_synced, now that the store holds it.
+            drop(batch);
+        }
+    }
+}
+
+/// Moves the store's resourceVersion to the newest one the reflector handed over, when no
+/// delta is queued (so every delta up to it has been applied by this thread).
+fn advance_resource_version(shared: &Shared) {
+    // Read the version first, then check the queue: deltas pushed before the version was
+    // recorded are then either visible in the queue or already applied.
+    let seen = shared.seen_rv.load(Ordering::SeqCst);
+    if seen == 0 || !shared.fifo.is_empty() {
+        return;
+    }
+    let mut writer = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
+    if seen > writer.resource_version() {
+        writer.bookmark(seen);
     }
 }
 
