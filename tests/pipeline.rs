@@ -283,7 +283,7 @@ struct Corrupting {
 }
 
 enum MaybeCorrupt {
-    Real(SimWatch),
+    Real(Box<SimWatch>),
     Garbage(Option<Bytes>),
 }
 
@@ -316,7 +316,7 @@ impl ListerWatcher for Corrupting {
         }
         Ok(WatchResponse {
             format: resp.format,
-            body: MaybeCorrupt::Real(resp.body),
+            body: MaybeCorrupt::Real(Box::new(resp.body)),
         })
     }
 }

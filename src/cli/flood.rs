@@ -199,7 +199,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             .seed(args.seed)
             .mix(mix)
             .initial_objects(args.objects)
-            .history_window(50_000)
+            .history_window(10_000)
             .flow_control(true),
     )
     .map_err(|e| e.to_string())?;

@@ -220,7 +220,7 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Bytes a varint of `v` takes.
 pub(crate) fn varint_len(v: u64) -> usize {
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Bytes a length-delimited field of `len` payload bytes takes (tag < 16 assumed).
