@@ -1,6 +1,7 @@
 //! Bad input: every decoder answers with a typed error, never panics, and never allocates from
-//! an untrusted length. The whole binary runs under a capped allocator: any single attempt to
-//! allocate past the cap aborts the process (and so fails the test run).
+//! an untrusted length. The whole binary runs under a capped allocator (48 MiB in all, three
+//! times the 16 MiB frame limit): an allocation sized from a hostile length (a 4 GiB frame, a
+//! varint length) would exceed it, fail, and abort the process, failing the run.
 
 use std::alloc::System;
 use std::path::Path;
@@ -13,7 +14,7 @@ use informer::object::{
 };
 
 #[global_allocator]
-static ALLOC: Cap<System> = Cap::new(System, 256 * 1024 * 1024);
+static ALLOC: Cap<System> = Cap::new(System, 48 * 1024 * 1024);
 
 fn pod() -> Bytes {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))

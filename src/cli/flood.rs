@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
 use informer::informer::{Informer, InformerConfig};
@@ -255,10 +255,10 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     }
     let list_done = clock.start.elapsed();
 
-    let bar = if args.no_progress || args.json {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(args.events);
+    let show_bar = !(args.no_progress || args.json);
+    let bar = {
+        // Drawn only once the flood has run for a second (short runs stay quiet).
+        let b = ProgressBar::with_draw_target(Some(args.events), ProgressDrawTarget::hidden());
         b.set_style(
             ProgressStyle::with_template(
                 "{spinner} flood [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec})",
@@ -282,6 +282,9 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
                 .store(clock.start.elapsed().as_nanos() as u64, Ordering::Release);
             step += 1;
             made += n;
+            if show_bar && bar.is_hidden() && flood_start.elapsed() > Duration::from_secs(1) {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
             bar.set_position(made);
         }
         Ok::<(), String>(())
