@@ -133,36 +133,15 @@ async fn assert_converged<L: ListerWatcher>(
         );
     }
     informer.flush();
-    let expected = truth.versions();
-    assert_same(&store_view(informer), &expected, "store");
+    if let Some(d) = truth.diff(&store_view(informer)) {
+        panic!("store != truth: {d}");
+    }
     for (i, v) in views.iter().enumerate() {
         let objects = v.0.lock().unwrap().objects.clone();
-        assert_same(&objects, &expected, &format!("handler {i}"));
+        if let Some(d) = truth.diff(&objects) {
+            panic!("handler {i} != truth: {d}");
+        }
     }
-}
-
-/// Equality with a short report: counts of missing, extra and stale keys and one example each.
-fn assert_same(got: &ViewMap, expected: &ViewMap, what: &str) {
-    if got == expected {
-        return;
-    }
-    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
-    let stale: Vec<_> = expected
-        .iter()
-        .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
-        .collect();
-    panic!(
-        "{what} != truth: {} vs {} objects; missing {} {:?}; extra {} {:?}; stale {} {:?}",
-        got.len(),
-        expected.len(),
-        missing.len(),
-        missing.first(),
-        extra.len(),
-        extra.first(),
-        stale.len(),
-        stale.first()
-    );
 }
 
 fn start<L: ListerWatcher>(lw: L, handlers: usize) -> (Informer<L>, Vec<Recorder>) {

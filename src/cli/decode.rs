@@ -171,25 +171,28 @@ fn decode_json(input: Bytes) -> Result<Vec<Item>, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Sets `note` on every object item.
+fn with_note(items: Vec<Item>, note: &str) -> Vec<Item> {
+    items
+        .into_iter()
+        .map(|i| match i {
+            Item::Object { event, obj, .. } => Item::Object {
+                event,
+                obj,
+                note: Some(note.to_owned()),
+            },
+            s => s,
+        })
+        .collect()
+}
+
 /// Tries the formats in turn; the first that decodes the whole input wins.
 fn decode_any(input: Bytes) -> Result<Vec<Item>, String> {
     if input.starts_with(&MAGIC) {
         return match decode_protobuf(input.clone()) {
             // etcd's storage values written by some tools carry one stray trailing newline.
             Err(e) if input.ends_with(b"\n") => decode_protobuf(input.slice(..input.len() - 1))
-                .map(|items| {
-                    items
-                        .into_iter()
-                        .map(|i| match i {
-                            Item::Object { event, obj, .. } => Item::Object {
-                                event,
-                                obj,
-                                note: Some("stripped one trailing 0x0a byte".into()),
-                            },
-                            s => s,
-                        })
-                        .collect()
-                })
+                .map(|items| with_note(items, "stripped one trailing 0x0a byte"))
                 .map_err(|_| e),
             r => r,
         };
@@ -205,19 +208,8 @@ fn decode_any(input: Bytes) -> Result<Vec<Item>, String> {
     match KeyValue::decode(input.clone()) {
         Ok(kv) if kv.value.starts_with(&MAGIC) => {
             let key = String::from_utf8_lossy(&kv.key).into_owned();
-            return decode_protobuf(kv.value).map(|items| {
-                items
-                    .into_iter()
-                    .map(|i| match i {
-                        Item::Object { event, obj, .. } => Item::Object {
-                            event,
-                            obj,
-                            note: Some(format!("etcd key {key}, mod_revision {}", kv.mod_revision)),
-                        },
-                        s => s,
-                    })
-                    .collect()
-            });
+            let note = format!("etcd key {key}, mod_revision {}", kv.mod_revision);
+            return decode_protobuf(kv.value).map(|items| with_note(items, &note));
         }
         Ok(_) => errors.push("not an etcd KeyValue holding an envelope".to_owned()),
         Err(e) => errors.push(format!("etcd KeyValue: {e}")),

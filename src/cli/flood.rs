@@ -319,8 +319,8 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             )
         })
         .collect();
-    if in_store != expected {
-        problems.push(diff("store", &in_store, &expected));
+    if let Some(d) = truth.diff(&in_store) {
+        problems.push(format!("store: {d}"));
     }
     let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     let mut per_handler = Vec::new();
@@ -331,8 +331,8 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             .iter()
             .map(|(k, x)| (k.clone(), x.clone()))
             .collect();
-        if got != expected {
-            problems.push(diff(&format!("handler-{i}"), &got, &expected));
+        if let Some(d) = truth.diff(&got) {
+            problems.push(format!("handler-{i}: {d}"));
         }
         let _ = latency.add(&v.latency);
         per_handler.push(v.notifications);
@@ -431,30 +431,4 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
         }
     }
     Ok(ok)
-}
-
-/// Describes how `got` differs from `expected` (counts and a few examples).
-fn diff(
-    what: &str,
-    got: &std::collections::BTreeMap<ObjectKey, (String, String)>,
-    expected: &std::collections::BTreeMap<ObjectKey, (String, String)>,
-) -> String {
-    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
-    let stale: Vec<_> = expected
-        .iter()
-        .filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v))
-        .map(|(k, _)| k)
-        .collect();
-    format!(
-        "{what}: {} objects, expected {}; {} missing (e.g. {:?}), {} extra (e.g. {:?}), {} stale (e.g. {:?})",
-        got.len(),
-        expected.len(),
-        missing.len(),
-        missing.first(),
-        extra.len(),
-        extra.first(),
-        stale.len(),
-        stale.first()
-    )
 }
