@@ -399,6 +399,13 @@ impl<L: ListerWatcher> Informer<L> {
     }
 }
 
+impl<L: ListerWatcher> Drop for Informer<L> {
+    /// Same as [`Informer::shutdown`]: no thread or task outlives the informer.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
 /// The processing thread: pop, apply, publish, until the DeltaFIFO closes. When the queue is
 /// empty it sleeps until a delta arrives or the reflector's resourceVersion moves.
 fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {

@@ -27,6 +27,6 @@ pub use meta::{
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
 pub use value::{Encoding, MAGIC, Object, decode};
 pub use watch::{
-    ApiStatus, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder, WatchEvent,
-    WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
+    ApiStatus, DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,
+    WatchEvent, WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
 };

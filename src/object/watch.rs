@@ -25,6 +25,11 @@ use crate::wire::meta as pb;
 /// Default cap on one watch frame or JSON line: 16 MiB, as upstream clients use.
 pub const DEFAULT_FRAME_LIMIT: usize = 16 * 1024 * 1024;
 
+/// Default compaction ratio of the watch decoders: an event whose bytes are less than a quarter
+/// of the chunk they arrived in is copied out instead of sliced, so a cached object never keeps
+/// alive a received buffer more than 4 times its own size. Larger events stay zero-copy.
+pub const DEFAULT_COMPACT_RATIO: usize = 4;
+
 /// The `type` of a watch event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchEventType {
@@ -405,16 +410,58 @@ fn decode_json_event(line: &Bytes, gvks: &mut GvkCache) -> Result<WatchEvent, De
 #[derive(Debug, Default)]
 struct Chunks {
     chunks: VecDeque<Bytes>,
+    /// Length of the chunk the front of `chunks` was cut from, as pushed.
+    front_chunk_len: usize,
+    /// Lengths of the other queued chunks, as pushed (parallel to `chunks[1..]`).
+    chunk_lens: VecDeque<usize>,
     buffered: usize,
     /// Stream offset of the first buffered byte.
     offset: u64,
+    /// A piece shorter than `1/compact` of its chunk is copied out instead of sliced, so that
+    /// a long-lived object never keeps alive a chunk more than `compact` times its size.
+    /// 0 = always slice.
+    compact: usize,
 }
 
 impl Chunks {
+    fn new(compact: usize) -> Self {
+        Chunks {
+            compact,
+            ..Chunks::default()
+        }
+    }
+
     fn push(&mut self, chunk: Bytes) {
         if !chunk.is_empty() {
             self.buffered += chunk.len();
+            if self.chunks.is_empty() {
+                self.front_chunk_len = chunk.len();
+            } else {
+                self.chunk_lens.push_back(chunk.len());
+            }
             self.chunks.push_back(chunk);
+        }
+    }
+
+    fn pop_front(&mut self) {
+        self.chunks.pop_front();
+        self.front_chunk_len = self.chunk_lens.pop_front().unwrap_or(0);
+    }
+
+    /// Drops the first `n` bytes (`n <= buffered`) without allocating.
+    fn skip(&mut self, mut n: usize) {
+        self.buffered -= n;
+        self.offset += n as u64;
+        while n > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                return;
+            };
+            if front.len() > n {
+                bytes::Buf::advance(front, n);
+                return;
+            }
+            n -= front.len();
+            self.pop_front();
         }
     }
 
@@ -445,9 +492,15 @@ impl Chunks {
             return Bytes::new();
         };
         if front.len() >= n {
-            let out = front.split_to(n);
+            let out = if self.compact > 0 && n.saturating_mul(self.compact) < self.front_chunk_len {
+                let copy = Bytes::copy_from_slice(&front[..n]);
+                bytes::Buf::advance(front, n);
+                copy
+            } else {
+                front.split_to(n)
+            };
             if front.is_empty() {
-                self.chunks.pop_front();
+                self.pop_front();
             }
             return out;
         }
@@ -459,9 +512,10 @@ impl Chunks {
             let want = n - buf.len();
             if front.len() <= want {
                 buf.extend_from_slice(front);
-                self.chunks.pop_front();
+                self.pop_front();
             } else {
-                buf.extend_from_slice(&front.split_to(want));
+                buf.extend_from_slice(&front[..want]);
+                bytes::Buf::advance(front, want);
             }
         }
         buf.freeze()
@@ -482,9 +536,16 @@ impl FrameDecoder {
     /// A decoder that rejects frames longer than `limit` bytes.
     pub fn new(limit: usize) -> Self {
         FrameDecoder {
-            buf: Chunks::default(),
+            buf: Chunks::new(DEFAULT_COMPACT_RATIO),
             limit,
         }
+    }
+
+    /// Sets the compaction ratio (see [`DEFAULT_COMPACT_RATIO`]); 0 = always zero-copy.
+    #[must_use]
+    pub fn with_compaction(mut self, ratio: usize) -> Self {
+        self.buf.compact = ratio;
+        self
     }
 
     /// Appends a received chunk (any size, cut anywhere).
@@ -512,7 +573,7 @@ impl FrameDecoder {
         if self.buf.buffered < 4 + len {
             return Ok(None);
         }
-        self.buf.take(4);
+        self.buf.skip(4);
         let offset = self.buf.offset;
         Ok(Some((offset, self.buf.take(len))))
     }
@@ -547,10 +608,17 @@ impl LineDecoder {
     /// A decoder that rejects lines longer than `limit` bytes.
     pub fn new(limit: usize) -> Self {
         LineDecoder {
-            buf: Chunks::default(),
+            buf: Chunks::new(DEFAULT_COMPACT_RATIO),
             limit,
             scanned: 0,
         }
+    }
+
+    /// Sets the compaction ratio (see [`DEFAULT_COMPACT_RATIO`]); 0 = always zero-copy.
+    #[must_use]
+    pub fn with_compaction(mut self, ratio: usize) -> Self {
+        self.buf.compact = ratio;
+        self
     }
 
     /// Appends a received chunk.
@@ -596,7 +664,7 @@ impl LineDecoder {
             }
             let offset = self.buf.offset;
             let line = self.buf.take(nl);
-            self.buf.take(1);
+            self.buf.skip(1);
             self.scanned = 0;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -630,7 +698,9 @@ enum Framer {
 }
 
 /// Incremental watch-stream decoder: push chunks as they arrive, pull [`WatchEvent`]s.
-/// Object bytes are slices of the pushed chunks whenever a frame lies within one chunk.
+/// Object bytes are slices of the pushed chunks whenever a frame lies within one chunk and is
+/// at least `1/ratio` of it ([`DEFAULT_COMPACT_RATIO`]); smaller or straddling frames are
+/// copied once into a buffer of their exact size.
 ///
 /// # Examples
 /// ```
@@ -657,6 +727,16 @@ impl WatchDecoder {
             },
             gvks: GvkCache::default(),
         }
+    }
+
+    /// Sets the compaction ratio (see [`DEFAULT_COMPACT_RATIO`]); 0 = always zero-copy.
+    #[must_use]
+    pub fn with_compaction(mut self, ratio: usize) -> Self {
+        match &mut self.framer {
+            Framer::Protobuf(f) => f.buf.compact = ratio,
+            Framer::Json(l) => l.buf.compact = ratio,
+        }
+        self
     }
 
     /// Appends a received chunk.
