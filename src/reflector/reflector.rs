@@ -76,6 +76,15 @@ pub enum ReflectorError {
     /// The server sent an ERROR event (e.g. 410 Gone: the resourceVersion is too old).
     #[error("watch ended with an error event: {} {} ({})", .0.code, .0.reason, .0.message)]
     WatchErrorEvent(ApiStatus),
+    /// The server closed a watch within a second of opening it, with no event: the reflector
+    /// backs off before watching again (client-go "very short watch").
+    #[error(
+        "very short watch from resourceVersion {resource_version}: closed within a second with no event"
+    )]
+    VeryShortWatch {
+        /// The resourceVersion the watch started from.
+        resource_version: String,
+    },
     /// The watch stream broke or held bytes that do not decode (the reflector relists).
     #[error("watch stream failed")]
     WatchStreamFailed(#[source] ApiError),
@@ -446,6 +455,7 @@ impl<L: ListerWatcher> Reflector<L> {
         let mut body = resp.body;
         let mut decoder = WatchDecoder::new(resp.format, self.config.frame_limit);
         let mut healthy = false;
+        let opened = tokio::time::Instant::now();
         loop {
             let chunk = match body.next_chunk().await {
                 Some(Ok(c)) => c,
@@ -475,9 +485,19 @@ impl<L: ListerWatcher> Reflector<L> {
                         }
                     }
                     // Clean close (timeout or EOF): watch again, no relist.
-                    return Ok(State::Watch {
+                    let next = State::Watch {
                         resource_version: self.last_rv.clone(),
-                    });
+                    };
+                    // A watch that ends within a second with nothing in it would otherwise be
+                    // reopened in a hot loop: client-go reports it as a "very short watch"
+                    // and backs off.
+                    if !healthy && opened.elapsed() < Duration::from_secs(1) {
+                        self.report(&ReflectorError::VeryShortWatch {
+                            resource_version: self.last_rv.clone(),
+                        });
+                        return Ok(self.backoff_then(next, None));
+                    }
+                    return Ok(next);
                 }
             };
             self.metrics
