@@ -131,3 +131,65 @@ fn flood_json_template_verifies() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("verified:"), "{text}");
 }
+
+#[test]
+fn decode_accepts_every_protobuf_fixture() {
+    // Kinds without ObjectMeta (options, reviews, discovery) report their kind, not an error.
+    for dir in ["HEAD", "v1.30.0", "v1.19.0"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(fixture(&format!("k8s-testdata/{dir}")))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pb"))
+            .collect();
+        files.sort();
+        let out = bin()
+            .args(["decode", "--json"])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{dir}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let blocks = v.as_array().unwrap();
+        assert!(
+            blocks.len() >= files.len(),
+            "{dir}: {} blocks for {} files",
+            blocks.len(),
+            files.len()
+        );
+        let get_options = blocks
+            .iter()
+            .find(|b| b["kind"] == "GetOptions")
+            .expect("GetOptions reported");
+        assert_eq!(get_options["objectMeta"], false);
+    }
+}
+
+#[test]
+fn decode_compact_json_object_with_a_type_field_is_an_object() {
+    // A Secret has a top-level "type": compact JSON of one object must not be taken for a
+    // watch stream.
+    let doc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixture("k8s-testdata/HEAD/core.v1.Secret.json")).unwrap(),
+    )
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("informer-secret-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let out = bin()
+        .args(["decode", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["kind"], "Secret");
+    assert_eq!(v[0]["name"], "nameValue");
+}

@@ -16,6 +16,14 @@ use informer::object::{
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, 48 * 1024 * 1024);
 
+/// A failed assertion must fail the run, not hang it: the default panic hook symbolizes a
+/// backtrace, which allocates past the cap, and the allocation-error hook then waits forever on
+/// the backtrace lock. Every test installs this message-only hook first.
+fn quiet_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::panic::set_hook(Box::new(|info| eprintln!("{info}"))));
+}
+
 fn pod() -> Bytes {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures/k8s-testdata/HEAD/core.v1.Pod.pb");
@@ -31,6 +39,7 @@ fn raw_end(input: &Bytes) -> usize {
 
 #[test]
 fn every_truncation_of_the_pod_is_an_error() {
+    quiet_panics();
     let input = pod();
     let whole = object::decode(input.clone()).unwrap();
     let end = raw_end(&input);
@@ -56,6 +65,7 @@ fn every_truncation_of_the_pod_is_an_error() {
 
 #[test]
 fn truncation_errors_say_where() {
+    quiet_panics();
     let input = pod();
     let cut = input.slice(..input.len() / 2);
     let err = object::decode(cut).unwrap_err();
@@ -70,6 +80,7 @@ fn truncation_errors_say_where() {
 
 #[test]
 fn flipped_magic_is_an_error() {
+    quiet_panics();
     let input = pod();
     for i in 0..4 {
         let mut v = input.to_vec();
@@ -85,6 +96,7 @@ fn flipped_magic_is_an_error() {
 
 #[test]
 fn four_gib_frame_is_rejected_before_allocating() {
+    quiet_panics();
     let before = ALLOC.allocated();
     let mut d = WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT);
     d.push(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff, 0x0a, 0x05]));
@@ -111,6 +123,7 @@ fn four_gib_frame_is_rejected_before_allocating() {
 
 #[test]
 fn oversized_json_line_is_rejected() {
+    quiet_panics();
     let mut d = WatchDecoder::new(WatchFormat::Json, 1000);
     for _ in 0..20 {
         d.push(Bytes::from(vec![b' '; 100]));
@@ -127,6 +140,7 @@ fn oversized_json_line_is_rejected() {
 
 #[test]
 fn garbage_after_a_valid_frame_is_an_error() {
+    quiet_panics();
     let obj = object::decode(pod()).unwrap();
     let mut stream = Vec::new();
     encode_watch_frame(&WatchEvent::Added(obj.clone()), &mut stream);
@@ -160,6 +174,7 @@ fn garbage_after_a_valid_frame_is_an_error() {
 
 #[test]
 fn invalid_utf8_in_a_name_is_an_error() {
+    quiet_panics();
     let input = pod();
     let mut v = input.to_vec();
     let env_raw_start = {
@@ -190,6 +205,7 @@ fn invalid_utf8_in_a_name_is_an_error() {
 
 #[test]
 fn garbage_protobuf_and_json_are_errors() {
+    quiet_panics();
     let cases: &[&[u8]] = &[
         b"k8s\0\x0a\xff\xff\xff\xff\x0f",
         b"k8s\0\x12\x05\x0a\x80\x80\x80",
@@ -217,6 +233,7 @@ fn garbage_protobuf_and_json_are_errors() {
 
 #[test]
 fn random_bytes_never_panic() {
+    quiet_panics();
     use proptest::prelude::*;
     let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
         cases: 2000,
@@ -247,4 +264,26 @@ fn random_bytes_never_panic() {
             },
         )
         .unwrap();
+}
+
+#[test]
+fn long_json_line_in_tiny_chunks_is_linear() {
+    quiet_panics();
+    // 1 MiB without a newline, pushed 16 bytes at a time (65 536 chunks), then over the
+    // limit: each chunk is scanned once (a rescan per push would be 2 billion chunk visits).
+    let mut d = WatchDecoder::new(WatchFormat::Json, 1024 * 1024);
+    let piece = Bytes::from_static(b"{\"a\":\"xxxxxxxxxx");
+    assert_eq!(piece.len(), 16);
+    let mut result = Ok(None);
+    for _ in 0..(1024 * 1024 / 16 + 1) {
+        d.push(piece.clone());
+        result = d.next_event();
+        if result.is_err() {
+            break;
+        }
+    }
+    assert!(
+        matches!(result, Err(DecodeError::FrameTooLarge { .. })),
+        "{result:?}"
+    );
 }

@@ -343,3 +343,69 @@ async fn garbage_on_the_watch_is_an_error_then_a_relist_and_no_cached_data_is_lo
     );
     informer.shutdown();
 }
+
+/// A Block(1) handler that registers another handler from inside its own callback, while the
+/// processing thread is waiting for room in that handler's channel: must not deadlock.
+struct Registering {
+    informer: Arc<std::sync::OnceLock<Arc<Informer<SimServer>>>>,
+    nested: Recorder,
+    done: Arc<AtomicBool>,
+    inner: Recorder,
+}
+
+impl EventHandler for Registering {
+    fn on_add(&mut self, obj: &Arc<Object>, initial: bool) {
+        if !self.done.swap(true, Ordering::SeqCst) {
+            let informer = self.informer.get().expect("set before start");
+            informer
+                .add_event_handler("nested", OverflowPolicy::Unbounded, self.nested.clone())
+                .unwrap();
+        }
+        self.inner.on_add(obj, initial);
+    }
+    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
+        self.inner.on_update(old, new);
+    }
+    fn on_delete(&mut self, obj: &DeltaObject) {
+        self.inner.on_delete(obj);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_handler_can_register_another_handler() {
+    let sim = sim("etcd", 200, 10_000, true);
+    let informer = Arc::new(Informer::new(
+        sim.clone(),
+        InformerConfig {
+            batch_size: 1,
+            ..Default::default()
+        },
+    ));
+    let cell = Arc::new(std::sync::OnceLock::new());
+    let _ = cell.set(informer.clone());
+    let (outer, nested) = (Recorder::default(), Recorder::default());
+    let done = Arc::new(AtomicBool::new(false));
+    informer
+        .add_event_handler(
+            "registering",
+            OverflowPolicy::Block { capacity: 1 },
+            Registering {
+                informer: cell.clone(),
+                nested: nested.clone(),
+                done: done.clone(),
+                inner: outer.clone(),
+            },
+        )
+        .unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    let synced = tokio::time::timeout(
+        Duration::from_secs(30),
+        informer.wait_for_cache_sync(Duration::from_secs(30)),
+    )
+    .await;
+    assert_eq!(synced, Ok(true), "deadlocked or never synced");
+    sim.flood(1_000).await.unwrap();
+    assert_converged(&sim, &informer, &[outer, nested]).await;
+    assert!(done.load(Ordering::SeqCst));
+    informer.shutdown();
+}

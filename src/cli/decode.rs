@@ -34,6 +34,13 @@ enum Item {
         note: Option<String>,
     },
     Status(ApiStatus),
+    /// A valid envelope whose message has no `ObjectMeta` in field 1 (options, reviews,
+    /// discovery documents...): only its kind and size are known.
+    Other {
+        gvk: GroupVersionKind,
+        bytes: usize,
+        why: String,
+    },
 }
 
 /// etcd's `mvccpb.KeyValue` (go.etcd.io/etcd/api/mvccpb/kv.proto).
@@ -107,19 +114,34 @@ fn decode_protobuf(input: Bytes) -> Result<Vec<Item>, String> {
         let mut frame = (env.raw.len() as u32).to_be_bytes().to_vec();
         frame.extend_from_slice(&env.raw);
         let as_event = from_events(Bytes::from(frame), WatchFormat::Protobuf);
-        if env.gvk.kind == "WatchEvent" || as_event.is_ok() {
+        if as_event.is_ok() {
             return as_event;
         }
-        return object::decode(input).map(|o| vec![obj(o)]).map_err(|e| {
-            format!(
-                "as a WatchEvent: {}; as an object: {e}",
-                as_event.err().unwrap_or_default()
-            )
-        });
+        let why = as_event.err().unwrap_or_default();
+        return Ok(vec![object::decode(input).map_or_else(
+            |e| {
+                other(
+                    &env,
+                    format!("neither a WatchEvent ({why}) nor an object ({e})"),
+                )
+            },
+            obj,
+        )]);
     }
-    object::decode(input)
-        .map(|o| vec![obj(o)])
-        .map_err(|e| e.to_string())
+    // Kinds without ObjectMeta in field 1 (GetOptions, AdmissionReview, APIGroup...) are valid
+    // envelopes too: report their kind instead of a metadata error.
+    Ok(vec![object::decode(input).map_or_else(
+        |e| other(&env, format!("field 1 is not ObjectMeta ({e})")),
+        obj,
+    )])
+}
+
+fn other(env: &object::Envelope, why: String) -> Item {
+    Item::Other {
+        gvk: env.gvk.clone(),
+        bytes: env.raw.len(),
+        why,
+    }
 }
 
 fn decode_json(input: Bytes) -> Result<Vec<Item>, String> {
@@ -145,6 +167,8 @@ fn decode_json(input: Bytes) -> Result<Vec<Item>, String> {
         event_type: Option<String>,
         #[serde(default)]
         items: Option<serde::de::IgnoredAny>,
+        #[serde(default)]
+        object: Option<serde::de::IgnoredAny>,
     }
     // A watch capture holds several documents: peek at the first line only.
     let first_line = input
@@ -153,6 +177,8 @@ fn decode_json(input: Bytes) -> Result<Vec<Item>, String> {
     if let Some(line) = first_line
         && let Ok(p) = serde_json::from_slice::<Peek>(line)
         && p.event_type.is_some()
+        && p.object.is_some()
+        && p.kind.is_empty()
     {
         return from_events(input, WatchFormat::Json);
     }
@@ -238,6 +264,14 @@ fn decode_any(input: Bytes) -> Result<Vec<Item>, String> {
 
 fn item_json(file: &str, item: &Item) -> Value {
     match item {
+        Item::Other { gvk, bytes, why } => json!({
+            "file": file,
+            "apiVersion": gvk.api_version(),
+            "kind": gvk.kind,
+            "bytes": bytes,
+            "objectMeta": false,
+            "note": why,
+        }),
         Item::Status(s) => json!({
             "file": file,
             "status": {"code": s.code, "reason": s.reason, "message": s.message,
@@ -277,6 +311,15 @@ fn item_json(file: &str, item: &Item) -> Value {
 
 fn print_text(file: &str, item: &Item) {
     match item {
+        Item::Other { gvk, bytes, why } => {
+            if gvk.kind.is_empty() {
+                println!("{file}: (kind unknown)");
+            } else {
+                println!("{file}: {} {}", gvk.api_version(), gvk.kind);
+            }
+            println!("  note:              no ObjectMeta: {why}");
+            println!("  bytes:             {bytes} (Protobuf)");
+        }
         Item::Status(s) => {
             println!("{file}: Status");
             println!("  code:     {}", s.code);

@@ -45,15 +45,17 @@ pub(crate) enum Policy {
 /// Arguments of `informer flood`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct FloodArgs {
-    /// Objects the flood keeps alive (it creates up to this many, then mostly updates).
-    #[arg(long, default_value_t = 10_000)]
-    objects: usize,
-    /// Changes (ADDED/MODIFIED/DELETED events) to make after the initial list.
-    #[arg(long, default_value_t = 500_000)]
+    /// Objects the flood keeps alive (it creates up to this many, then mostly updates); at
+    /// most 10 million.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    objects: u64,
+    /// Changes (ADDED/MODIFIED/DELETED events) to make after the initial list; at most 10
+    /// billion.
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000_000))]
     events: u64,
-    /// Event handlers (listeners), each on its own thread keeping its own view.
-    #[arg(long, default_value_t = 4)]
-    handlers: usize,
+    /// Event handlers (listeners), each on its own thread keeping its own view; at most 1024.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    handlers: u64,
     /// Object template.
     #[arg(long, value_enum, default_value_t = Template::HeadPod)]
     template: Template,
@@ -82,12 +84,16 @@ pub(crate) struct FloodArgs {
 }
 
 /// Changes made per generator step; the time of each step is recorded for latencies.
+/// (At least this many; runs of over 256 million events use longer steps so that the table of
+/// step times stays within a million entries.)
 const STEP: u64 = 256;
 
 /// When each generator step finished, indexed by step: a handler looks up the step of the
 /// resourceVersion it sees to measure server-change-to-handler latency.
 struct Clock {
     start: Instant,
+    /// Changes per step.
+    step: u64,
     first_rv: AtomicU64,
     step_done_ns: Vec<AtomicU64>,
 }
@@ -98,7 +104,7 @@ impl Clock {
         if first == 0 || rv < first {
             return None;
         }
-        let step = ((rv - first) / STEP) as usize;
+        let step = ((rv - first) / self.step) as usize;
         let done = self.step_done_ns.get(step)?.load(Ordering::Acquire);
         if done == 0 {
             return None;
@@ -188,8 +194,10 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     }
     .map_err(|e| e.to_string())?;
     let rest = 100 - args.update_percent;
+    let objects = args.objects as usize;
+    let handlers = args.handlers as usize;
     let mix = FloodMix {
-        target_objects: args.objects,
+        target_objects: objects,
         create: rest.div_ceil(2),
         update: args.update_percent,
         delete: rest / 2,
@@ -198,7 +206,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
         SimConfig::new(templates)
             .seed(args.seed)
             .mix(mix)
-            .initial_objects(args.objects)
+            .initial_objects(objects)
             .history_window(10_000)
             .flow_control(true),
     )
@@ -217,9 +225,11 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             ..Default::default()
         },
     );
-    let steps = args.events.div_ceil(STEP) as usize + 1;
+    let step_len = STEP.max(args.events.div_ceil(1_000_000));
+    let steps = args.events.div_ceil(step_len) as usize + 1;
     let clock = Arc::new(Clock {
         start: Instant::now(),
+        step: step_len,
         first_rv: AtomicU64::new(0),
         step_done_ns: (0..steps).map(|_| AtomicU64::new(0)).collect(),
     });
@@ -229,7 +239,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
         Policy::Coalesce => OverflowPolicy::CoalesceByKey,
     };
     let mut views = Vec::new();
-    for i in 0..args.handlers {
+    for i in 0..handlers {
         let view = Arc::new(Mutex::new(View {
             objects: HashMap::new(),
             latency: Histogram::new(3).map_err(|e| e.to_string())?,
@@ -276,7 +286,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     let mut step = 0usize;
     runtime.block_on(async {
         while made < args.events {
-            let n = STEP.min(args.events - made);
+            let n = step_len.min(args.events - made);
             sim.flood(n).await.map_err(|e| e.to_string())?;
             clock.step_done_ns[step]
                 .store(clock.start.elapsed().as_nanos() as u64, Ordering::Release);

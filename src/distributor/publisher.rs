@@ -102,8 +102,19 @@ impl Distributor {
     /// [`OverflowPolicy::CoalesceByKey`] listener; waits for room at a full
     /// [`OverflowPolicy::Block`] listener, after every other listener got the batch.
     pub fn publish(&self, batch: impl Into<Arc<[Notification]>>) {
+        self.publish_releasing(batch, ());
+    }
+
+    /// As [`publish`](Self::publish), dropping `guard` once every listener that had room got
+    /// the batch and before waiting for room at full [`OverflowPolicy::Block`] listeners.
+    ///
+    /// The informer passes its store-writer lock: batches are ordered with late registrations
+    /// while they are handed out, but a handler blocked on a full channel can still take that
+    /// lock (e.g. to register another handler) while the publisher waits for it.
+    pub fn publish_releasing<G>(&self, batch: impl Into<Arc<[Notification]>>, guard: G) {
         let batch = batch.into();
         if batch.is_empty() {
+            drop(guard);
             return;
         }
         // `load_full`, not a guard: a blocking send may hold it for long.
@@ -114,6 +125,7 @@ impl Distributor {
                 full.push(entry);
             }
         }
+        drop(guard);
         for entry in full {
             entry.send_blocking(&batch);
         }

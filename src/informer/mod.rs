@@ -170,10 +170,15 @@ struct Shared {
     store: Store,
     distributor: Distributor,
     /// The store writer plus the lock that orders publishes with late registrations: the
-    /// processing thread holds it while applying and publishing one batch; a registration
+    /// processing thread holds it while applying one batch and handing it to every listener
+    /// with room (it is released before waiting on a full `Block` listener); a registration
     /// holds it while it snapshots the store and replays it to the new listener. Handlers
     /// never run under it.
     writer: Mutex<Writer>,
+    /// Held by the processing thread for a whole batch, publishing included (also the waits
+    /// on full listeners): [`Informer::flush`] takes it to know every applied batch has been
+    /// handed to every listener.
+    publishing: Mutex<()>,
     seen_rv: Arc<AtomicU64>,
     rv_moved: Arc<tokio::sync::Notify>,
     metrics: InformerMetrics,
@@ -221,6 +226,7 @@ impl<L: ListerWatcher> Informer<L> {
                 store: reader,
                 distributor: Distributor::new(),
                 writer: Mutex::new(writer),
+                publishing: Mutex::new(()),
                 seen_rv: Arc::new(AtomicU64::new(0)),
                 rv_moved: Arc::new(tokio::sync::Notify::new()),
                 metrics: InformerMetrics::default(),
@@ -295,10 +301,11 @@ impl<L: ListerWatcher> Informer<L> {
                 .collect();
             shared.distributor.publish_to(listener.id(), adds);
         }
+        // `None` only when a concurrent shutdown removed the listener again.
         let replayed = shared
             .distributor
             .marker(listener.id())
-            .expect("listener registered above");
+            .ok_or(AddListenerError::ShutDown)?;
         drop(writer);
         Ok(Registration {
             listener,
@@ -311,15 +318,16 @@ impl<L: ListerWatcher> Informer<L> {
     /// already holds: after `store().wait_for(rv)`, a flush makes every handler's view reflect
     /// `rv` too. Must not be called from a handler (it would wait for itself).
     pub fn flush(&self) {
-        // The processing thread applies a batch and publishes its notifications under the
-        // writer lock: once we hold it, every applied batch has been published.
-        drop(
-            self.shared
-                .writer
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        // The processing thread applies and publishes each batch (waits on full listeners
+        // included) under this lock: once we hold it, every applied batch has been handed to
+        // every listener, and the markers below queue behind them.
+        let publishing = self
+            .shared
+            .publishing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.shared.distributor.flush();
+        drop(publishing);
     }
 
     /// Removes a handler: it finishes what was published to it, then stops.
@@ -457,6 +465,10 @@ fn advance_resource_version(shared: &Shared) {
 /// Applies one popped batch to the store and publishes its notifications
 /// (client-go `processDeltas`).
 fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
+    let _publishing = shared
+        .publishing
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     let mut writer = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
     let mut ops = Vec::with_capacity(batch.len());
     let mut notes = Vec::with_capacity(batch.len());
@@ -524,7 +536,9 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
         .metrics
         .notifications
         .fetch_add(notes.len() as u64, Ordering::Relaxed);
-    shared.distributor.publish(notes);
+    // Listeners with room get the batch under the writer lock (ordered with registrations);
+    // the lock is released before waiting on a full Block listener.
+    shared.distributor.publish_releasing(notes, writer);
 }
 
 /// An index function rejected the batch: apply it key by key so that only the keys whose

@@ -600,8 +600,10 @@ impl FrameDecoder {
 pub struct LineDecoder {
     buf: Chunks,
     limit: usize,
-    /// Bytes of the buffered data already scanned for `\n`.
-    scanned: usize,
+    /// Leading buffered chunks already scanned for `\n` (none found), and their total length:
+    /// each byte is scanned once however small the chunks are.
+    scanned_chunks: usize,
+    scanned_bytes: usize,
 }
 
 impl LineDecoder {
@@ -610,7 +612,8 @@ impl LineDecoder {
         LineDecoder {
             buf: Chunks::new(DEFAULT_COMPACT_RATIO),
             limit,
-            scanned: 0,
+            scanned_chunks: 0,
+            scanned_bytes: 0,
         }
     }
 
@@ -632,20 +635,18 @@ impl LineDecoder {
     /// [`DecodeError::FrameTooLarge`] for a line over the limit.
     pub fn next_line(&mut self) -> Result<Option<(u64, Bytes)>, DecodeError> {
         loop {
-            let mut pos = 0;
+            let mut pos = self.scanned_bytes;
             let mut found = None;
-            for c in &self.buf.chunks {
-                if pos + c.len() > self.scanned {
-                    let from = self.scanned.saturating_sub(pos);
-                    if let Some(i) = c[from..].iter().position(|&b| b == b'\n') {
-                        found = Some(pos + from + i);
-                        break;
-                    }
+            for c in self.buf.chunks.range(self.scanned_chunks..) {
+                if let Some(i) = c.iter().position(|&b| b == b'\n') {
+                    found = Some(pos + i);
+                    break;
                 }
                 pos += c.len();
             }
             let Some(nl) = found else {
-                self.scanned = self.buf.buffered;
+                self.scanned_chunks = self.buf.chunks.len();
+                self.scanned_bytes = self.buf.buffered;
                 if self.buf.buffered > self.limit {
                     return Err(DecodeError::FrameTooLarge {
                         offset: self.buf.offset,
@@ -665,7 +666,8 @@ impl LineDecoder {
             let offset = self.buf.offset;
             let line = self.buf.take(nl);
             self.buf.skip(1);
-            self.scanned = 0;
+            self.scanned_chunks = 0;
+            self.scanned_bytes = 0;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
@@ -677,7 +679,8 @@ impl LineDecoder {
     pub fn finish(&mut self) -> Option<(u64, Bytes)> {
         let offset = self.buf.offset;
         let rest = self.buf.take(self.buf.buffered);
-        self.scanned = 0;
+        self.scanned_chunks = 0;
+        self.scanned_bytes = 0;
         (!rest.iter().all(u8::is_ascii_whitespace)).then_some((offset, rest))
     }
 }

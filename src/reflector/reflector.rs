@@ -176,8 +176,12 @@ enum State {
 ///   advance the resourceVersion; a clean close re-watches from the last resourceVersion;
 /// - watch 410 Gone/Expired → relist at the last synced resourceVersion; only if that list
 ///   answers Expired or "Too large resource version" is `resourceVersion=""` used;
-/// - connection failures, 429 (honouring `retryAfterSeconds`) and 5xx when opening a watch:
-///   back off and watch again without relisting; other failures back off and relist;
+/// - connection failures and 429 (honouring `retryAfterSeconds`) when opening a watch: back
+///   off and watch again without relisting; other failures (5xx, bad bytes) back off and
+///   relist; a watch closed within a second with no event is a "very short watch": back off
+///   and watch again;
+/// - every retry waits for the backoff (800 ms doubling to 30 s with jitter, restarting after
+///   2 min without failure), so no server answer can make it spin;
 /// - the resourceVersion it reports never moves backwards.
 pub struct Reflector<L: ListerWatcher> {
     lw: Arc<L>,
@@ -311,12 +315,15 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
+    /// Options of the first page. As client-go's reflector: paginated for `"0"` and `""`; a
+    /// relist at a specific resourceVersion is not paginated, so the API server can serve it
+    /// from its watch cache instead of etcd (no thundering herd after an upgrade).
     fn list_options(&self, rv: &str) -> ListOptions {
+        let specific = !rv.is_empty() && rv != "0";
         ListOptions {
             resource_version: Some(rv.to_owned()),
-            resource_version_match: (!rv.is_empty() && rv != "0")
-                .then(|| "NotOlderThan".to_owned()),
-            limit: Some(self.config.page_size),
+            resource_version_match: None,
+            limit: (!specific).then_some(self.config.page_size),
             continue_token: None,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
@@ -424,7 +431,7 @@ impl<L: ListerWatcher> Reflector<L> {
                     ApiError::Status(s) if is_expired(s) => State::List {
                         resource_version: self.relist_resource_version(),
                     },
-                    ApiError::Status(s) if s.code == 429 || s.code >= 500 => {
+                    ApiError::Status(s) if s.code == 429 => {
                         let wait = s
                             .retry_after_seconds
                             .map(|r| Duration::from_secs(r.max(0) as u64));
@@ -466,11 +473,9 @@ impl<L: ListerWatcher> Reflector<L> {
                     let next = State::Watch {
                         resource_version: self.last_rv.clone(),
                     };
-                    return Ok(if healthy {
-                        next
-                    } else {
-                        self.backoff_then(next, None)
-                    });
+                    // client-go backs off before every retry; the backoff itself restarts from
+                    // 800 ms after 2 min without a failure.
+                    return Ok(self.backoff_then(next, None));
                 }
                 None => {
                     match decoder.finish() {
@@ -514,7 +519,6 @@ impl<L: ListerWatcher> Reflector<L> {
             };
             if !events.is_empty() {
                 healthy = true;
-                self.backoff.reset();
                 if let Some(status) = self.handle_events(events)? {
                     return Ok(self.after_error_event(status));
                 }
@@ -526,19 +530,16 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
-    /// An ERROR event ends the watch: 410 relists at once at the last synced version (never
-    /// `""` first); any other error relists after a backoff.
+    /// An ERROR event ends the watch: relist at the last synced version (never `""` first),
+    /// after the backoff.
     fn after_error_event(&mut self, status: ApiStatus) -> State {
-        let expired = is_expired(&status);
         self.report(&ReflectorError::WatchErrorEvent(status));
         let next = State::List {
             resource_version: self.relist_resource_version(),
         };
-        if expired {
-            next
-        } else {
-            self.backoff_then(next, None)
-        }
+        // Always through the backoff, as client-go's BackoffUntil around ListAndWatch: a
+        // server answering every watch with 410 must not be relisted in a tight loop.
+        self.backoff_then(next, None)
     }
 
     /// Bytes that do not decode leave the stream unusable and the cache possibly behind:
