@@ -2,7 +2,11 @@
 //! `protoc` is needed).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/runtime.proto", "proto/meta.proto"];
+    let files = [
+        "proto/runtime.proto",
+        "proto/meta.proto",
+        "proto/etcd.proto",
+    ];
     println!("cargo:rerun-if-changed=proto");
     for f in files {
         println!("cargo:rerun-if-changed={f}");

@@ -42,4 +42,8 @@ pub mod wire {
     pub mod meta {
         include!(concat!(env!("OUT_DIR"), "/informer.wire.meta.rs"));
     }
+    /// etcd's `mvccpb.KeyValue`, for objects read straight from etcd.
+    pub mod etcd {
+        include!(concat!(env!("OUT_DIR"), "/informer.wire.etcd.rs"));
+    }
 }

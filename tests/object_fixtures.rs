@@ -322,20 +322,7 @@ fn real_etcd_storage_values_decode() {
 /// etcd's `mvccpb.KeyValue{1 key, 2 create_revision, 3 mod_revision, 4 version, 5 value}`.
 fn kv_value(buf: &Bytes) -> (String, Bytes) {
     use prost::Message;
-    #[derive(Clone, PartialEq, Message)]
-    struct KeyValue {
-        #[prost(bytes = "bytes", tag = "1")]
-        key: Bytes,
-        #[prost(int64, tag = "2")]
-        create_revision: i64,
-        #[prost(int64, tag = "3")]
-        mod_revision: i64,
-        #[prost(int64, tag = "4")]
-        version: i64,
-        #[prost(bytes = "bytes", tag = "5")]
-        value: Bytes,
-    }
-    let kv = KeyValue::decode(buf.clone()).unwrap();
+    let kv = informer::wire::etcd::KeyValue::decode(buf.clone()).unwrap();
     (String::from_utf8(kv.key.to_vec()).unwrap(), kv.value)
 }
 

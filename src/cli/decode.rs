@@ -43,21 +43,6 @@ enum Item {
     },
 }
 
-/// etcd's `mvccpb.KeyValue` (go.etcd.io/etcd/api/mvccpb/kv.proto).
-#[derive(Clone, PartialEq, Message)]
-struct KeyValue {
-    #[prost(bytes = "bytes", tag = "1")]
-    key: Bytes,
-    #[prost(int64, tag = "2")]
-    create_revision: i64,
-    #[prost(int64, tag = "3")]
-    mod_revision: i64,
-    #[prost(int64, tag = "4")]
-    version: i64,
-    #[prost(bytes = "bytes", tag = "5")]
-    value: Bytes,
-}
-
 fn obj(obj: Object) -> Item {
     Item::Object {
         event: None,
@@ -231,7 +216,7 @@ fn decode_any(input: Bytes) -> Result<Vec<Item>, String> {
     }
     let mut errors = Vec::new();
     // etcd KeyValue whose value is an envelope.
-    match KeyValue::decode(input.clone()) {
+    match informer::wire::etcd::KeyValue::decode(input.clone()) {
         Ok(kv) if kv.value.starts_with(&MAGIC) => {
             let key = String::from_utf8_lossy(&kv.key).into_owned();
             let note = format!("etcd key {key}, mod_revision {}", kv.mod_revision);

@@ -310,7 +310,6 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     bar.finish_and_clear();
 
     // Verification against the truth.
-    let expected = truth.versions();
     let mut problems = Vec::new();
     if caught_up.is_err() {
         problems.push(format!(
@@ -367,7 +366,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     if args.json {
         let report = json!({
             "template": format!("{:?}", args.template),
-            "objects": expected.len(),
+            "objects": truth.objects.len(),
             "events": args.events,
             "handlers": args.handlers,
             "initial_list_seconds": list_done.as_secs_f64(),
@@ -394,7 +393,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
         println!(
             "flood: {} events over {} objects ({:?} template), {} handlers ({:?})",
             args.events,
-            expected.len(),
+            truth.objects.len(),
             args.template,
             args.handlers,
             args.policy
@@ -430,7 +429,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             println!(
                 "  verified:           store and all {} handler views equal the server's {} objects at resourceVersion {}",
                 args.handlers,
-                expected.len(),
+                truth.objects.len(),
                 truth.resource_version
             );
         } else {

@@ -231,18 +231,7 @@ impl DeltaFifo {
             })
             .collect();
         for (key, obj) in queued_missing {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            wake |= enqueue(
-                &mut inner,
-                key,
-                Delta {
-                    kind: DeltaType::Deleted,
-                    object: tombstone.into(),
-                },
-            );
+            wake |= enqueue_tombstone(&mut inner, key, obj);
         }
 
         // Deletions of known keys with nothing queued.
@@ -254,18 +243,7 @@ impl DeltaFifo {
             let Some(obj) = self.known_get(&inner, &key) else {
                 continue;
             };
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            wake |= enqueue(
-                &mut inner,
-                key,
-                Delta {
-                    kind: DeltaType::Deleted,
-                    object: tombstone.into(),
-                },
-            );
+            wake |= enqueue_tombstone(&mut inner, key, obj);
         }
 
         if !inner.populated {
@@ -517,6 +495,23 @@ impl DeltaFifo {
 
 /// Appends `delta` to `key`'s deltas, queueing the key if it was not. Returns `true` when the
 /// queue was empty before.
+/// Queues a Deleted delta carrying a tombstone with the last known `obj` of `key` (a deletion
+/// detected by `replace`, not seen on the watch). Returns whether the queue was empty.
+fn enqueue_tombstone(inner: &mut Inner, key: ObjectKey, obj: Arc<Object>) -> bool {
+    let tombstone = DeletedFinalStateUnknown {
+        key: key.clone(),
+        obj,
+    };
+    enqueue(
+        inner,
+        key,
+        Delta {
+            kind: DeltaType::Deleted,
+            object: tombstone.into(),
+        },
+    )
+}
+
 fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
     let was_empty = inner.queue.is_empty();
     match inner.items.entry(key) {

@@ -113,25 +113,21 @@ impl ReflectorStore for FifoSink {
         if self.fifo.is_closed() {
             return Err(StoreClosed);
         }
-        let mut newest = None;
+        // The newest change's version, read before the changes are queued and recorded after.
+        let newest = changes.last().map(|c| match c {
+            WatchChange::Added(o) | WatchChange::Modified(o) | WatchChange::Deleted(o) => {
+                o.resource_version().to_owned()
+            }
+        });
         for c in changes {
             match c {
-                WatchChange::Added(o) => {
-                    newest = Some(o.clone());
-                    self.fifo.add(o);
-                }
-                WatchChange::Modified(o) => {
-                    newest = Some(o.clone());
-                    self.fifo.update(o);
-                }
-                WatchChange::Deleted(o) => {
-                    newest = Some(o.clone());
-                    self.fifo.delete(o);
-                }
+                WatchChange::Added(o) => self.fifo.add(o),
+                WatchChange::Modified(o) => self.fifo.update(o),
+                WatchChange::Deleted(o) => self.fifo.delete(o),
             }
         }
-        if let Some(o) = newest {
-            self.saw(o.resource_version());
+        if let Some(rv) = newest {
+            self.saw(&rv);
         }
         Ok(())
     }

@@ -409,13 +409,13 @@ impl<L: ListerWatcher> Reflector<L> {
     }
 
     fn watch_options(&mut self, rv: &str) -> WatchOptions {
+        // `timeoutSeconds` is whole seconds, drawn from [min, 2 × min), at least 1.
         let min = self.config.min_watch_timeout.as_secs_f64();
-        let timeout =
-            Duration::from_secs_f64(min + min * self.rng.f64()).max(Duration::from_secs(1));
+        let secs = (min * (1.0 + self.rng.f64())) as u64;
         WatchOptions {
             resource_version: rv.to_owned(),
             allow_watch_bookmarks: true,
-            timeout: Some(timeout.round_to_secs()),
+            timeout: Some(Duration::from_secs(secs.max(1))),
             send_initial_events: false,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
@@ -591,16 +591,6 @@ impl<L: ListerWatcher> Reflector<L> {
             self.store.bookmark(&rv);
         }
         Ok(error)
-    }
-}
-
-trait RoundToSecs {
-    fn round_to_secs(self) -> Duration;
-}
-
-impl RoundToSecs for Duration {
-    fn round_to_secs(self) -> Duration {
-        Duration::from_secs(self.as_secs().max(1))
     }
 }
 

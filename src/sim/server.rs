@@ -428,18 +428,11 @@ impl SimServer {
     fn list_page(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
         let shared = &self.shared;
         let cfg = &shared.cfg;
-        if opts
-            .label_selector
-            .as_deref()
-            .is_some_and(|s| !s.is_empty())
-            || opts
-                .field_selector
-                .as_deref()
-                .is_some_and(|s| !s.is_empty())
-        {
-            return Err(ApiError::Status(status::bad_request(
-                "the simulator does not implement label or field selectors",
-            )));
+        if let Some(s) = status::reject_selectors(
+            opts.label_selector.as_deref(),
+            opts.field_selector.as_deref(),
+        ) {
+            return Err(ApiError::Status(s));
         }
         let limit = opts
             .limit

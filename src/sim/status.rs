@@ -56,6 +56,14 @@ pub(crate) fn bad_request(message: impl Into<String>) -> ApiStatus {
     failure(400, "BadRequest", message.into())
 }
 
+/// 400 for a request with a label or field selector, which the simulator does not evaluate;
+/// `None` when neither is set.
+pub(crate) fn reject_selectors(label: Option<&str>, field: Option<&str>) -> Option<ApiStatus> {
+    let set = |s: Option<&str>| s.is_some_and(|s| !s.is_empty());
+    (set(label) || set(field))
+        .then(|| bad_request("the simulator does not implement label or field selectors"))
+}
+
 /// 422 Invalid (request validation).
 pub(crate) fn invalid(message: impl Into<String>) -> ApiStatus {
     failure(422, "Invalid", message.into())

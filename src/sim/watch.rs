@@ -105,18 +105,11 @@ impl SimWatch {
     pub(crate) fn open(shared: Arc<Shared>, opts: &WatchOptions) -> Result<Self, ApiError> {
         let cfg = &shared.cfg;
         let bad = |s: ApiStatus| Err(ApiError::Status(s));
-        if opts
-            .label_selector
-            .as_deref()
-            .is_some_and(|s| !s.is_empty())
-            || opts
-                .field_selector
-                .as_deref()
-                .is_some_and(|s| !s.is_empty())
-        {
-            return bad(status::bad_request(
-                "the simulator does not implement label or field selectors",
-            ));
+        if let Some(s) = status::reject_selectors(
+            opts.label_selector.as_deref(),
+            opts.field_selector.as_deref(),
+        ) {
+            return bad(s);
         }
         if opts.send_initial_events {
             if !cfg.watch_list {
