@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use informer::distributor::{HandlerFns, OverflowPolicy};
+use informer::distributor::HandlerFns;
 use informer::informer::{Informer, InformerConfig};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
 
@@ -34,8 +34,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let (a, u, d) = (adds.clone(), updates.clone(), deletes.clone());
     informer.add_event_handler(
-        "counter",
-        OverflowPolicy::Unbounded,
         HandlerFns::new()
             .with_add(move |_, _| {
                 a.fetch_add(1, Ordering::Relaxed);

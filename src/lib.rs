@@ -13,10 +13,14 @@
 //!   → handlers
 //! ```
 //!
+//! [`factory::SharedInformerFactory`] keeps one informer per resource for a whole process,
+//! with typed listers for k8s-pb kinds.
+//!
 //! Lower layers never import higher ones: [`object`] knows nothing of the [`store`], the store
 //! nothing of the [`reflector`].
 
 pub mod distributor;
+pub mod factory;
 pub mod fifo;
 pub mod informer;
 pub mod object;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{Informer, InformerConfig};
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
@@ -149,7 +149,7 @@ fn start<L: ListerWatcher>(lw: L, handlers: usize) -> (Informer<L>, Vec<Recorder
     let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
     for (i, v) in views.iter().enumerate() {
         informer
-            .add_event_handler(&format!("h{i}"), OverflowPolicy::Unbounded, v.clone())
+            .add_event_handler_with_options(v.clone(), HandlerOptions::new().name(format!("h{i}")))
             .unwrap();
     }
     informer.start(&tokio::runtime::Handle::current());
@@ -237,9 +237,7 @@ async fn late_handler_gets_the_cache_then_live_events() {
         .unwrap();
     let cached = informer.store().len();
     let late = Recorder::default();
-    let reg = informer
-        .add_event_handler("late", OverflowPolicy::Unbounded, late.clone())
-        .unwrap();
+    let reg = informer.add_event_handler(late.clone()).unwrap();
     sim.flood(2_000).await.unwrap();
     let mut all = views.clone();
     all.push(late.clone());
@@ -323,9 +321,7 @@ async fn garbage_on_the_watch_is_an_error_then_a_relist_and_no_cached_data_is_lo
         },
     );
     let view = Recorder::default();
-    informer
-        .add_event_handler("h", OverflowPolicy::Unbounded, view.clone())
-        .unwrap();
+    informer.add_event_handler(view.clone()).unwrap();
     informer.start(&tokio::runtime::Handle::current());
     assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
     // The cache from the first list stays while the bad stream is handled.
@@ -357,9 +353,7 @@ impl EventHandler for Registering {
     fn on_add(&mut self, obj: &Arc<Object>, initial: bool) {
         if !self.done.swap(true, Ordering::SeqCst) {
             let informer = self.informer.get().expect("set before start");
-            informer
-                .add_event_handler("nested", OverflowPolicy::Unbounded, self.nested.clone())
-                .unwrap();
+            informer.add_event_handler(self.nested.clone()).unwrap();
         }
         self.inner.on_add(obj, initial);
     }
@@ -386,15 +380,16 @@ async fn a_blocked_handler_can_register_another_handler() {
     let (outer, nested) = (Recorder::default(), Recorder::default());
     let done = Arc::new(AtomicBool::new(false));
     informer
-        .add_event_handler(
-            "registering",
-            OverflowPolicy::Block { capacity: 1 },
+        .add_event_handler_with_options(
             Registering {
                 informer: cell.clone(),
                 nested: nested.clone(),
                 done: done.clone(),
                 inner: outer.clone(),
             },
+            HandlerOptions::new()
+                .name("registering")
+                .policy(OverflowPolicy::Block { capacity: 1 }),
         )
         .unwrap();
     informer.start(&tokio::runtime::Handle::current());

@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{Informer, InformerConfig};
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
 use informer::store::StoreConfig;
@@ -246,13 +246,14 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             notifications: 0,
         }));
         informer
-            .add_event_handler(
-                &format!("handler-{i}"),
-                policy,
+            .add_event_handler_with_options(
                 ViewHandler {
                     view: view.clone(),
                     clock: clock.clone(),
                 },
+                HandlerOptions::new()
+                    .name(format!("handler-{i}"))
+                    .policy(policy),
             )
             .map_err(|e| e.to_string())?;
         views.push(view);

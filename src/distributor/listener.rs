@@ -1,11 +1,13 @@
 //! One listener: its [`OverflowPolicy`], its feed (a crossbeam channel or a coalescing queue)
-//! and the thread that runs its handler.
+//! and its consumer: the thread that runs its handler, or a
+//! [`NotificationStream`](super::NotificationStream).
 
 use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::Instant;
 
@@ -17,6 +19,7 @@ use super::error::AddListenerError;
 use super::handler::EventHandler;
 use super::marker::Marker;
 use super::metrics::{ListenerStats, Metrics};
+use super::stream::NotificationStream;
 
 /// What a listener does when its handler falls behind the publisher.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -112,6 +115,9 @@ impl Drop for ReachOnDrop {
 
 pub(crate) enum Msg {
     Batch(Arc<[Notification]>),
+    /// A batch, then a marker reached once the batch is handled (one message, so it fits in a
+    /// `Block` channel with room for one).
+    BatchThen(Arc<[Notification]>, ReachOnDrop),
     Marker(ReachOnDrop),
     Stop,
 }
@@ -121,12 +127,77 @@ enum Feed {
     Coalesce(Arc<CoalesceQueue>),
 }
 
+/// The consumer's end of a feed: what a listener thread or a
+/// [`NotificationStream`](super::NotificationStream) reads.
+pub(crate) enum Source {
+    Channel(Receiver<Msg>),
+    Coalesce {
+        queue: Arc<CoalesceQueue>,
+        doorbell: Receiver<()>,
+    },
+}
+
+/// The waker of a stream listener's task. Publishers wake it after queueing; the stream
+/// checks its feed and registers under the same mutex, so no wake-up is lost (a message
+/// queued before the publisher takes the lock is seen by a stream that takes it later).
+#[derive(Default)]
+pub(crate) struct WakerSlot(Mutex<Option<Waker>>);
+
+impl WakerSlot {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<Waker>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake(&self) {
+        let waker = self.lock().take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
 /// The distributor's side of a listener.
 pub(crate) struct Entry {
     pub(crate) listener: Listener,
     feed: Feed,
+    /// The listener thread (`None` for a stream listener).
     thread: Mutex<Option<JoinHandle<()>>>,
-    thread_id: ThreadId,
+    thread_id: Option<ThreadId>,
+    /// A stream listener's waker (`None` for a thread listener).
+    waker: Option<Arc<WakerSlot>>,
+}
+
+fn new_listener(id: ListenerId, name: String, policy: OverflowPolicy) -> Listener {
+    Listener {
+        shared: Arc::new(Shared {
+            id,
+            name,
+            policy,
+            metrics: Metrics::default(),
+        }),
+    }
+}
+
+fn new_feed(policy: OverflowPolicy) -> Result<(Feed, Source), AddListenerError> {
+    Ok(match policy {
+        OverflowPolicy::Block { capacity: 0 } => return Err(AddListenerError::ZeroCapacity),
+        OverflowPolicy::Block { capacity } => {
+            let (tx, rx) = bounded(capacity);
+            (Feed::Channel(tx), Source::Channel(rx))
+        }
+        OverflowPolicy::Unbounded => {
+            let (tx, rx) = unbounded();
+            (Feed::Channel(tx), Source::Channel(rx))
+        }
+        OverflowPolicy::CoalesceByKey => {
+            let (queue, doorbell) = CoalesceQueue::new();
+            let queue = Arc::new(queue);
+            (
+                Feed::Coalesce(queue.clone()),
+                Source::Coalesce { queue, doorbell },
+            )
+        }
+    })
 }
 
 impl Entry {
@@ -136,53 +207,60 @@ impl Entry {
         policy: OverflowPolicy,
         handler: H,
     ) -> Result<Entry, AddListenerError> {
-        let listener = Listener {
-            shared: Arc::new(Shared {
-                id,
-                name,
-                policy,
-                metrics: Metrics::default(),
-            }),
-        };
+        let listener = new_listener(id, name, policy);
+        let (feed, source) = new_feed(policy)?;
         let builder = thread::Builder::new().name(format!("informer-{}", listener.name()));
         let worker = listener.clone();
-        let (feed, handle) = match policy {
-            OverflowPolicy::Unbounded | OverflowPolicy::Block { .. } => {
-                let (tx, rx) = match policy {
-                    OverflowPolicy::Block { capacity: 0 } => {
-                        return Err(AddListenerError::ZeroCapacity);
-                    }
-                    OverflowPolicy::Block { capacity } => bounded(capacity),
-                    _ => unbounded(),
-                };
-                let handle = builder
-                    .spawn(move || run_channel(handler, &worker, &rx))
-                    .map_err(AddListenerError::Spawn)?;
-                (Feed::Channel(tx), handle)
-            }
-            OverflowPolicy::CoalesceByKey => {
-                let (queue, doorbell) = CoalesceQueue::new();
-                let queue = Arc::new(queue);
-                let q = queue.clone();
-                let handle = builder
-                    .spawn(move || run_coalesce(handler, &worker, &q, &doorbell))
-                    .map_err(AddListenerError::Spawn)?;
-                (Feed::Coalesce(queue), handle)
-            }
-        };
+        let handle = builder
+            .spawn(move || match source {
+                Source::Channel(rx) => run_channel(handler, &worker, &rx),
+                Source::Coalesce { queue, doorbell } => {
+                    run_coalesce(handler, &worker, &queue, &doorbell);
+                }
+            })
+            .map_err(AddListenerError::Spawn)?;
         Ok(Entry {
             listener,
             feed,
-            thread_id: handle.thread().id(),
+            thread_id: Some(handle.thread().id()),
             thread: Mutex::new(Some(handle)),
+            waker: None,
         })
+    }
+
+    /// A listener without a thread: its notifications are read from the returned stream.
+    pub(crate) fn stream(
+        id: ListenerId,
+        name: String,
+        policy: OverflowPolicy,
+    ) -> Result<(Entry, NotificationStream), AddListenerError> {
+        let listener = new_listener(id, name, policy);
+        let (feed, source) = new_feed(policy)?;
+        let waker = Arc::new(WakerSlot::default());
+        let stream = NotificationStream::new(listener.clone(), source, waker.clone());
+        Ok((
+            Entry {
+                listener,
+                feed,
+                thread: Mutex::new(None),
+                thread_id: None,
+                waker: Some(waker),
+            },
+            stream,
+        ))
+    }
+
+    fn wake(&self) {
+        if let Some(w) = &self.waker {
+            w.wake();
+        }
     }
 
     /// Counts `batch` and queues it without waiting; `false` when a
     /// [`OverflowPolicy::Block`] channel is full (then call [`Entry::send_blocking`]).
     pub(crate) fn offer(&self, batch: &Arc<[Notification]>) -> bool {
         self.listener.metrics().published(batch.len() as u64);
-        match &self.feed {
+        let queued = match &self.feed {
             Feed::Channel(tx) => match tx.try_send(Msg::Batch(batch.clone())) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => true,
                 Err(TrySendError::Full(_)) => false,
@@ -191,7 +269,11 @@ impl Entry {
                 q.push(batch, self.listener.metrics());
                 true
             }
+        };
+        if queued {
+            self.wake();
         }
+        queued
     }
 
     /// Queues `batch` (already counted by [`Entry::offer`]), waiting for room.
@@ -201,6 +283,30 @@ impl Entry {
             Feed::Channel(tx) => drop(tx.send(Msg::Batch(batch.clone()))),
             Feed::Coalesce(q) => q.push(batch, self.listener.metrics()),
         }
+        self.wake();
+    }
+
+    /// Counts and queues `batch` followed by a marker reached once it is handled; waits for
+    /// room only when a `Block` channel is full.
+    pub(crate) fn send_marked(&self, batch: Arc<[Notification]>) -> Marker {
+        if batch.is_empty() {
+            return self.marker();
+        }
+        self.listener.metrics().published(batch.len() as u64);
+        let marker = Marker::new();
+        let msg = ReachOnDrop(marker.clone());
+        match &self.feed {
+            Feed::Channel(tx) => match tx.try_send(Msg::BatchThen(batch, msg)) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(m)) => drop(tx.send(m)),
+            },
+            Feed::Coalesce(q) => {
+                q.push(&batch, self.listener.metrics());
+                q.push_marker(msg);
+            }
+        }
+        self.wake();
+        marker
     }
 
     pub(crate) fn marker(&self) -> Marker {
@@ -211,20 +317,23 @@ impl Entry {
             Feed::Channel(tx) => drop(tx.send(Msg::Marker(msg))),
             Feed::Coalesce(q) => q.push_marker(msg),
         }
+        self.wake();
         marker
     }
 
-    /// Asks the thread to stop once it has handled everything queued before.
+    /// Asks the consumer to stop once it has handled everything queued before.
     pub(crate) fn stop(&self) {
         match &self.feed {
             Feed::Channel(tx) => drop(tx.send(Msg::Stop)),
             Feed::Coalesce(q) => q.stop(),
         }
+        self.wake();
     }
 
-    /// Waits for the thread to end (never for the calling thread itself).
+    /// Waits for the thread to end (never for the calling thread itself; stream listeners have
+    /// no thread: their stream ends when its reader gets past the stop).
     pub(crate) fn join(&self) {
-        if thread::current().id() == self.thread_id {
+        if self.thread_id == Some(thread::current().id()) {
             return;
         }
         let handle = self
@@ -243,6 +352,10 @@ fn run_channel<H: EventHandler>(mut handler: H, listener: &Listener, rx: &Receiv
     while let Ok(msg) = rx.recv() {
         match msg {
             Msg::Batch(batch) => handle(&mut handler, listener, &batch),
+            Msg::BatchThen(batch, marker) => {
+                handle(&mut handler, listener, &batch);
+                drop(marker);
+            }
             Msg::Marker(marker) => drop(marker),
             Msg::Stop => break,
         }

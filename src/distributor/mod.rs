@@ -9,7 +9,8 @@
 //!   receives the same allocation through its own crossbeam channel: one message per listener
 //!   per batch, whatever the batch size.
 //! - Each listener runs its [`EventHandler`] on its own thread, at its own pace, in order, one
-//!   call at a time, never under a lock of ours. A panicking call is caught (`catch_unwind`),
+//!   call at a time, never under a lock of ours; or, without a thread, is read as an async
+//!   [`NotificationStream`] by a task of the caller's runtime (the publisher wakes it). A panicking call is caught (`catch_unwind`),
 //!   counted, logged to stderr, and the next notification follows.
 //! - Each listener has an [`OverflowPolicy`]: `Unbounded` (client-go's behaviour; the publisher
 //!   never waits and [`ListenerStats::pending`] shows the lag), `Block` (a bounded channel:
@@ -37,6 +38,7 @@ mod marker;
 mod metrics;
 mod notification;
 mod publisher;
+mod stream;
 
 pub use error::AddListenerError;
 pub use handler::{EventHandler, HandlerFns};
@@ -45,3 +47,4 @@ pub use marker::Marker;
 pub use metrics::ListenerStats;
 pub use notification::Notification;
 pub use publisher::Distributor;
+pub use stream::NotificationStream;

@@ -12,6 +12,7 @@ use super::handler::EventHandler;
 use super::listener::{Entry, Listener, ListenerId, OverflowPolicy};
 use super::marker::Marker;
 use super::metrics::ListenerStats;
+use super::stream::NotificationStream;
 
 /// Fans batches of [`Notification`]s out to listeners, each on its own thread (client-go
 /// `sharedProcessor`); see the [module docs](super).
@@ -80,6 +81,33 @@ impl Distributor {
         Ok(listener)
     }
 
+    /// Adds a listener without a thread: its notifications are read from the returned
+    /// [`NotificationStream`] (by a tokio task, say). Otherwise as
+    /// [`add_listener`](Self::add_listener); a [`OverflowPolicy::Block`] stream makes
+    /// publishers wait until it is polled, so never publish from the task that reads it.
+    ///
+    /// # Errors
+    /// [`AddListenerError::ShutDown`] after [`shutdown`](Self::shutdown);
+    /// [`AddListenerError::ZeroCapacity`] for `Block { capacity: 0 }`.
+    pub fn add_stream(
+        &self,
+        name: &str,
+        policy: OverflowPolicy,
+    ) -> Result<(Listener, NotificationStream), AddListenerError> {
+        let mut reg = self.registry();
+        if reg.shut_down {
+            return Err(AddListenerError::ShutDown);
+        }
+        let id = ListenerId(reg.next_id);
+        let (entry, stream) = Entry::stream(id, name.to_owned(), policy)?;
+        reg.next_id += 1;
+        let listener = entry.listener.clone();
+        let mut list = Vec::clone(&self.listeners.load());
+        list.push(Arc::new(entry));
+        self.listeners.store(Arc::new(list));
+        Ok((listener, stream))
+    }
+
     /// Removes a listener: it handles what was published to it before, then its thread ends;
     /// this call waits for that (unless called from that listener's own handler). Returns its
     /// final counters, `None` for an unknown id.
@@ -117,17 +145,50 @@ impl Distributor {
             drop(guard);
             return;
         }
+        self.publish_picking(|_| &batch, guard);
+    }
+
+    /// Publishes `with_syncs` to the listeners in `due` and `without_syncs` to every other one,
+    /// then drops `guard` as [`publish_releasing`](Self::publish_releasing) does. The informer
+    /// uses it for resyncs (client-go `sharedProcessor.distribute` with `sync = true`): *sync*
+    /// updates (equal resourceVersions) go only to the listeners due for resync, real changes
+    /// to all, each listener still getting one message, in order. Empty batches are skipped.
+    pub fn publish_split<G>(
+        &self,
+        with_syncs: Arc<[Notification]>,
+        without_syncs: Arc<[Notification]>,
+        due: &[ListenerId],
+        guard: G,
+    ) {
+        self.publish_picking(
+            |id| {
+                if due.contains(&id) {
+                    &with_syncs
+                } else {
+                    &without_syncs
+                }
+            },
+            guard,
+        );
+    }
+
+    fn publish_picking<'b, G>(
+        &self,
+        pick: impl Fn(ListenerId) -> &'b Arc<[Notification]>,
+        guard: G,
+    ) {
         // `load_full`, not a guard: a blocking send may hold it for long.
         let listeners = self.listeners.load_full();
-        let mut full: SmallVec<[&Arc<Entry>; 4]> = SmallVec::new();
+        let mut full: SmallVec<[(&Arc<Entry>, &Arc<[Notification]>); 4]> = SmallVec::new();
         for entry in listeners.iter() {
-            if !entry.offer(&batch) {
-                full.push(entry);
+            let batch = pick(entry.listener.id());
+            if !batch.is_empty() && !entry.offer(batch) {
+                full.push((entry, batch));
             }
         }
         drop(guard);
-        for entry in full {
-            entry.send_blocking(&batch);
+        for (entry, batch) in full {
+            entry.send_blocking(batch);
         }
     }
 
@@ -142,6 +203,18 @@ impl Distributor {
             entry.send_blocking(&batch);
         }
         true
+    }
+
+    /// As [`publish_to`](Self::publish_to), followed by a [`Marker`] reached once the listener
+    /// handled `batch` (and everything before it). The batch and its marker travel as one
+    /// message: with room for one batch, a [`OverflowPolicy::Block`] listener takes both without
+    /// the caller waiting. `None` for an unknown id.
+    pub fn publish_to_marked(
+        &self,
+        id: ListenerId,
+        batch: impl Into<Arc<[Notification]>>,
+    ) -> Option<Marker> {
+        Some(self.entry(id)?.send_marked(batch.into()))
     }
 
     /// Places a [`Marker`] in one listener's stream: it is reached once the listener has

@@ -1,7 +1,20 @@
 //! The shared index informer: a [`Reflector`] fills a [`DeltaFifo`]; one processing thread pops
 //! batches of keys, applies their deltas to the [`Store`] and publishes the matching
-//! notifications through the [`Distributor`]. Upstream: `client-go/tools/cache/shared_informer.go`
-//! (`sharedIndexInformer`, `HandleDeltas`) and `controller.go` (`processDeltas`).
+//! notifications through the [`Distributor`] to every registered handler. Upstream:
+//! `client-go/tools/cache/shared_informer.go` (`sharedIndexInformer`, `HandleDeltas`,
+//! `sharedProcessor`) and `controller.go` (`processDeltas`).
+//!
+//! - Handlers are [`EventHandler`]s (a trait, or closures through
+//!   [`HandlerFns`](crate::distributor::HandlerFns)) each on its own thread, or
+//!   [`NotificationStream`]s read by a task ([`Informer::add_stream`]), each with its own
+//!   [`OverflowPolicy`] and resync period ([`HandlerOptions`]), registered before or after
+//!   start. A handler registered after start first receives every cached object as an add
+//!   with `is_in_initial_list = true`, then live events, none missed or doubled.
+//! - [`Registration::has_synced`] turns true once the informer has synced *and* that handler
+//!   has handled its initial adds (client-go `ResourceEventHandlerRegistration.HasSynced`).
+//! - Resync (see `resync.rs`): each handler's period (≥ 1 s, 0 = never); sync updates go only
+//!   to the handlers due, real changes to all, so a resync never adds work for the others.
+//! - [`Lister`] and [`TypedLister`] read the store (lock-free snapshots).
 //!
 //! # Consistency
 //! Notifications are published after the store holds the change, so a handler reading the
@@ -9,44 +22,35 @@
 //! resourceVersion only advances to what the reflector has seen when every delta up to it has
 //! been applied: [`Store::wait_for`] after a controller's own write is sound.
 
+mod lister;
+mod options;
+mod process;
+mod resync;
+mod selector;
+mod sink;
+mod typed;
+
+pub use lister::{Lister, NamespaceLister};
+pub use options::{HandlerOptions, InformerConfig, MIN_RESYNC_PERIOD};
+pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
+pub use typed::{TypedLister, TypedNamespaceLister};
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use crate::distributor::{
-    AddListenerError, Distributor, EventHandler, Listener, Marker, Notification, OverflowPolicy,
+    AddListenerError, Distributor, EventHandler, Listener, ListenerId, Marker, Notification,
+    NotificationStream,
 };
-use crate::fifo::{DeltaFifo, DeltaType, KnownObjects, PopError, Transform, TryPopError};
-use crate::object::{Object, ObjectKey, parse_resource_version};
-use crate::reflector::{
-    ListerWatcher, Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStore, StoreClosed,
-    WatchChange,
-};
-use crate::store::{Batch, Op, Store, StoreConfig, Writer, store};
+use crate::fifo::{DeltaFifo, Transform};
+use crate::object::Object;
+use crate::reflector::{ListerWatcher, Reflector, ReflectorConfig, ReflectorMetrics};
+use crate::store::{Store, Writer, store};
 
-/// Informer settings.
-#[derive(Clone, Default)]
-pub struct InformerConfig {
-    /// The store's shards and indexers.
-    pub store: StoreConfig,
-    /// List/watch behaviour.
-    pub reflector: ReflectorConfig,
-    /// Most keys popped from the DeltaFIFO and applied as one store version: 0 = 1024.
-    pub batch_size: usize,
-    /// Applied to every object before it is queued (e.g. [`Object::without_managed_fields`]).
-    pub transform: Option<Transform>,
-}
-
-impl std::fmt::Debug for InformerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InformerConfig")
-            .field("store", &self.store)
-            .field("reflector", &self.reflector)
-            .field("batch_size", &self.batch_size)
-            .field("transform", &self.transform.is_some())
-            .finish()
-    }
-}
+use options::normalize_resync;
+use resync::Resync;
+use sink::{FifoSink, KnownStore};
 
 /// Counters of the processing side.
 #[derive(Debug, Default)]
@@ -61,89 +65,25 @@ pub struct InformerMetrics {
     pub rejected: AtomicU64,
 }
 
-/// The store as the DeltaFIFO's known objects (client-go passes the indexer as
-/// `knownObjects`).
-struct KnownStore(Store);
+/// [`Informer::set_transform`] after [`Informer::start`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the informer has already started: a transform can only be set before start")]
+pub struct AlreadyStarted;
 
-impl KnownObjects for KnownStore {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.0.keys()
-    }
+/// Where a registration's sync marker is set: at registration when the informer had synced,
+/// else by the processing thread when it syncs.
+type SyncSlot = Arc<OnceLock<Marker>>;
 
-    fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
-        self.0.get(key.as_str())
-    }
-}
-
-/// What the reflector writes into: the DeltaFIFO, plus the newest resourceVersion the reflector
-/// has handed over (used to advance the store's resourceVersion once everything before it is
-/// applied).
-struct FifoSink {
-    fifo: DeltaFifo,
-    seen_rv: Arc<AtomicU64>,
-    /// Wakes the processing thread when `seen_rv` moved (it may advance the store's
-    /// resourceVersion even when no delta follows, e.g. after a bookmark).
-    rv_moved: Arc<tokio::sync::Notify>,
-}
-
-impl FifoSink {
-    fn saw(&self, rv: &str) {
-        if let Some(rv) = parse_resource_version(rv) {
-            self.seen_rv.fetch_max(rv, Ordering::SeqCst);
-            self.rv_moved.notify_one();
-        }
-    }
-}
-
-impl ReflectorStore for FifoSink {
-    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
-        if self.fifo.is_closed() {
-            return Err(StoreClosed);
-        }
-        self.fifo.replace(items, resource_version);
-        // A relist is the truth at its version, even below a bookmark seen before.
-        if let Some(rv) = parse_resource_version(resource_version) {
-            self.seen_rv.store(rv, Ordering::SeqCst);
-            self.rv_moved.notify_one();
-        }
-        Ok(())
-    }
-
-    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed> {
-        if self.fifo.is_closed() {
-            return Err(StoreClosed);
-        }
-        // The newest change's version, read before the changes are queued and recorded after.
-        let newest = changes.last().map(|c| match c {
-            WatchChange::Added(o) | WatchChange::Modified(o) | WatchChange::Deleted(o) => {
-                o.resource_version().to_owned()
-            }
-        });
-        for c in changes {
-            match c {
-                WatchChange::Added(o) => self.fifo.add(o),
-                WatchChange::Modified(o) => self.fifo.update(o),
-                WatchChange::Deleted(o) => self.fifo.delete(o),
-            }
-        }
-        if let Some(rv) = newest {
-            self.saw(&rv);
-        }
-        Ok(())
-    }
-
-    fn bookmark(&self, resource_version: &str) {
-        self.saw(resource_version);
-    }
-}
-
-/// A registered handler: its listener (counters, id) and when it has synced.
+/// A registered handler (client-go `ResourceEventHandlerRegistration`): its listener and when
+/// it has synced.
 #[derive(Clone, Debug)]
 pub struct Registration {
     listener: Listener,
-    /// Reached once the listener handled the cached objects replayed to it.
-    replayed: Marker,
-    fifo: DeltaFifo,
+    /// Reached once the listener handled every notification of the informer's initial state
+    /// (the first list, or the cache replayed to a late handler).
+    synced: SyncSlot,
+    /// Reached when the informer synced or stopped.
+    informer: Marker,
 }
 
 impl Registration {
@@ -152,15 +92,56 @@ impl Registration {
         &self.listener
     }
 
-    /// `true` once the informer has synced and this handler has processed every object that
-    /// was in the cache when it was registered (client-go `ResourceEventHandlerRegistration.
-    /// HasSynced`). A handler registered before start syncs with the informer's first list.
+    /// `true` once the informer has synced and this handler has processed every add of the
+    /// initial state: the first list for a handler registered before that, the cache replayed
+    /// to it for one registered later (client-go `HasSynced` of a registration). Two atomic
+    /// loads; callable from a handler.
     pub fn has_synced(&self) -> bool {
-        self.fifo.has_synced() && self.replayed.is_reached()
+        self.synced.get().is_some_and(Marker::is_reached)
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced), up to `timeout` (tokio's clock); `false`
+    /// on timeout or when the informer stopped first. No polling: wakes on the sync itself.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let wait = async {
+            self.informer.reached().await;
+            if let Some(m) = self.synced.get() {
+                m.reached().await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        self.has_synced()
+    }
+
+    /// [`wait_for_sync`](Self::wait_for_sync) for threads outside async code (std clock). Must
+    /// not be called from this registration's own handler.
+    pub fn wait_for_sync_blocking(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        if !self.informer.wait_timeout(timeout) {
+            return false;
+        }
+        match self.synced.get() {
+            Some(m) => {
+                m.wait_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            }
+            None => false,
+        }
     }
 }
 
-/// State shared by the informer handle, its processing thread and registrations.
+/// The writer side, under one lock with what orders registrations against publishes.
+struct WriterState {
+    writer: Writer,
+    /// The processing thread has seen the DeltaFIFO synced (set under this lock).
+    synced: bool,
+    /// Registrations made before that, waiting for their sync marker.
+    awaiting_sync: Vec<(ListenerId, SyncSlot)>,
+}
+
+/// State shared by the informer handle, its processing thread and its resync task.
 struct Shared {
     fifo: DeltaFifo,
     store: Store,
@@ -170,7 +151,7 @@ struct Shared {
     /// with room (it is released before waiting on a full `Block` listener); a registration
     /// holds it while it snapshots the store and replays it to the new listener. Handlers
     /// never run under it.
-    writer: Mutex<Writer>,
+    writer: Mutex<WriterState>,
     /// Held by the processing thread for a whole batch, publishing included (also the waits
     /// on full listeners): [`Informer::flush`] takes it to know every applied batch has been
     /// handed to every listener.
@@ -179,6 +160,11 @@ struct Shared {
     rv_moved: Arc<tokio::sync::Notify>,
     metrics: InformerMetrics,
     batch_size: usize,
+    resync: Arc<Resync>,
+    /// Mirrors `WriterState::synced` for lock-free reads (Release after the markers are set).
+    synced: AtomicBool,
+    /// Reached when the informer synced or shut down: what sync waiters sleep on.
+    synced_or_stopped: Marker,
 }
 
 /// One informer: list+watch of one resource into a store, with handlers. Create with
@@ -188,7 +174,13 @@ pub struct Informer<L: ListerWatcher> {
     lw: Arc<L>,
     reflector_config: ReflectorConfig,
     reflector_metrics: Mutex<Option<Arc<ReflectorMetrics>>>,
+    /// Set by `start`; `set_transform` checks it under the `transform` lock.
     started: AtomicBool,
+    /// A transform set before start, moved into `active_transform` by `start`.
+    transform: Mutex<Option<Transform>>,
+    active_transform: Arc<OnceLock<Transform>>,
+    default_resync: Duration,
+    next_handler: AtomicU64,
     tasks: Mutex<Vec<Task>>,
 }
 
@@ -211,17 +203,27 @@ impl<L: ListerWatcher> Informer<L> {
     /// An informer over `lw`. Nothing runs until [`Informer::start`].
     pub fn new(lw: L, config: InformerConfig) -> Self {
         let (reader, writer) = store(config.store);
-        let mut builder = DeltaFifo::builder().known_objects(Arc::new(KnownStore(reader.clone())));
-        if let Some(t) = config.transform {
-            builder = builder.transform(move |o| t(o));
-        }
-        let fifo = builder.build();
+        // The transform is looked up per object so that `set_transform` can still choose it
+        // until start; afterwards the slot never changes.
+        let active_transform: Arc<OnceLock<Transform>> = Arc::new(OnceLock::new());
+        let slot = active_transform.clone();
+        let fifo = DeltaFifo::builder()
+            .known_objects(Arc::new(KnownStore(reader.clone())))
+            .transform(move |o: Arc<Object>| match slot.get() {
+                Some(t) => t(o),
+                None => o,
+            })
+            .build();
         Informer {
             shared: Arc::new(Shared {
                 fifo,
                 store: reader,
                 distributor: Distributor::new(),
-                writer: Mutex::new(writer),
+                writer: Mutex::new(WriterState {
+                    writer,
+                    synced: false,
+                    awaiting_sync: Vec::new(),
+                }),
                 publishing: Mutex::new(()),
                 seen_rv: Arc::new(AtomicU64::new(0)),
                 rv_moved: Arc::new(tokio::sync::Notify::new()),
@@ -231,18 +233,30 @@ impl<L: ListerWatcher> Informer<L> {
                 } else {
                     config.batch_size
                 },
+                resync: Arc::new(Resync::new()),
+                synced: AtomicBool::new(false),
+                synced_or_stopped: Marker::new(),
             }),
             lw: Arc::new(lw),
             reflector_config: config.reflector,
             reflector_metrics: Mutex::new(None),
             started: AtomicBool::new(false),
+            transform: Mutex::new(config.transform),
+            active_transform,
+            default_resync: normalize_resync(config.default_resync),
+            next_handler: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
         }
     }
 
-    /// The lock-free read handle of the informer's store (client-go `GetIndexer`/`Lister`).
+    /// The lock-free read handle of the informer's store (client-go `GetIndexer`).
     pub fn store(&self) -> Store {
         self.shared.store.clone()
+    }
+
+    /// A [`Lister`] over the store (client-go `GetStore` + generated listers).
+    pub fn lister(&self) -> Lister {
+        Lister::new(self.shared.store.clone())
     }
 
     /// The distributor feeding the handlers (listener counters, flush).
@@ -263,56 +277,156 @@ impl<L: ListerWatcher> Informer<L> {
             .clone()
     }
 
-    /// `true` once the first list has been applied to the store (client-go `HasSynced`).
-    /// One atomic read; callable from a handler.
-    pub fn has_synced(&self) -> bool {
-        self.shared.fifo.has_synced()
+    /// `true` once started.
+    pub fn is_started(&self) -> bool {
+        self.started.load(Ordering::Acquire)
     }
 
-    /// Registers a handler, before or after start. Registered after start, it first receives
-    /// every cached object as an add with `is_in_initial_list = true`, then live events: none
-    /// missed, none doubled.
+    /// `true` once the first list has been applied to the store and its notifications handed
+    /// to every handler (client-go `HasSynced`; per handler, see
+    /// [`Registration::has_synced`]). One atomic read; callable from a handler.
+    pub fn has_synced(&self) -> bool {
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// Sets the transform applied to every object before it is queued and stored (client-go
+    /// `SetTransform`), e.g. dropping `managedFields`. Replaces one set earlier or in
+    /// [`InformerConfig::transform`].
+    ///
+    /// # Errors
+    /// [`AlreadyStarted`] after [`start`](Self::start): objects already cached went through
+    /// the old one.
+    pub fn set_transform(
+        &self,
+        transform: impl Fn(Arc<Object>) -> Arc<Object> + Send + Sync + 'static,
+    ) -> Result<(), AlreadyStarted> {
+        let mut slot = self
+            .transform
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.started.load(Ordering::Acquire) {
+            return Err(AlreadyStarted);
+        }
+        *slot = Some(Arc::new(transform));
+        Ok(())
+    }
+
+    /// Registers `handler` with default [`HandlerOptions`] (client-go `AddEventHandler`).
+    ///
+    /// # Errors
+    /// As [`add_event_handler_with_options`](Self::add_event_handler_with_options).
+    pub fn add_event_handler<H: EventHandler>(
+        &self,
+        handler: H,
+    ) -> Result<Registration, AddListenerError> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new())
+    }
+
+    /// Registers `handler` with its own resync period (client-go
+    /// `AddEventHandlerWithResyncPeriod`): zero = never, below [`MIN_RESYNC_PERIOD`] = that.
+    ///
+    /// # Errors
+    /// As [`add_event_handler_with_options`](Self::add_event_handler_with_options).
+    pub fn add_event_handler_with_resync<H: EventHandler>(
+        &self,
+        handler: H,
+        resync: Duration,
+    ) -> Result<Registration, AddListenerError> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
+    }
+
+    /// Registers a handler, before or after start, on its own thread. Registered after start,
+    /// it first receives every cached object as an add with `is_in_initial_list = true`, then
+    /// live events: none missed, none doubled.
     ///
     /// # Errors
     /// From [`Distributor::add_listener`] (after shutdown, zero `Block` capacity, thread spawn).
-    pub fn add_event_handler<H: EventHandler>(
+    pub fn add_event_handler_with_options<H: EventHandler>(
         &self,
-        name: &str,
-        policy: OverflowPolicy,
         handler: H,
+        options: HandlerOptions,
     ) -> Result<Registration, AddListenerError> {
+        self.register(options, |d, name, policy| {
+            d.add_listener(name, policy, handler).map(|l| (l, ()))
+        })
+        .map(|(r, ())| r)
+    }
+
+    /// Registers a handler read as an async [`NotificationStream`] (no thread: the task that
+    /// polls it does the work). Same guarantees as a handler: initial adds for a late
+    /// registration, then live events in order, the overflow policy and resync of `options`;
+    /// the registration syncs once the stream has yielded its initial adds and been polled
+    /// again. A `Block` stream makes the informer wait for its reader.
+    ///
+    /// # Errors
+    /// From [`Distributor::add_stream`].
+    pub fn add_stream(
+        &self,
+        options: HandlerOptions,
+    ) -> Result<(Registration, NotificationStream), AddListenerError> {
+        self.register(options, |d, name, policy| d.add_stream(name, policy))
+    }
+
+    fn register<T>(
+        &self,
+        options: HandlerOptions,
+        add: impl FnOnce(
+            &Distributor,
+            &str,
+            crate::distributor::OverflowPolicy,
+        ) -> Result<(Listener, T), AddListenerError>,
+    ) -> Result<(Registration, T), AddListenerError> {
         let shared = &self.shared;
+        let name = options.name.unwrap_or_else(|| {
+            format!(
+                "handler-{}",
+                self.next_handler.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        let resync = options.resync.map_or(self.default_resync, normalize_resync);
+        let slot: SyncSlot = Arc::new(OnceLock::new());
         // Holding the writer lock: no batch is applied or published while we snapshot the
         // store and replay it, so the listener's stream is exactly snapshot + later batches.
-        let writer = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let listener = shared.distributor.add_listener(name, policy, handler)?;
-        let snapshot = writer.snapshot();
-        if !snapshot.is_empty() {
-            let adds: Vec<Notification> = snapshot
-                .iter()
-                .map(|(_, obj)| Notification::Add {
-                    obj: obj.clone(),
-                    is_in_initial_list: true,
-                })
-                .collect();
-            shared.distributor.publish_to(listener.id(), adds);
+        let mut state = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let (listener, extra) = add(&shared.distributor, &name, options.policy)?;
+        let snapshot = state.writer.snapshot();
+        let adds: Vec<Notification> = snapshot
+            .iter()
+            .map(|(_, obj)| Notification::Add {
+                obj: obj.clone(),
+                is_in_initial_list: true,
+            })
+            .collect();
+        if state.synced {
+            // The replay and its marker travel as one message: this never waits, even for a
+            // `Block { capacity: 1 }` stream nobody polls yet.
+            let marker = shared
+                .distributor
+                .publish_to_marked(listener.id(), adds)
+                .ok_or(AddListenerError::ShutDown)?;
+            let _ = slot.set(marker);
+        } else {
+            if !adds.is_empty() {
+                shared.distributor.publish_to(listener.id(), adds);
+            }
+            state.awaiting_sync.push((listener.id(), slot.clone()));
         }
-        // `None` only when a concurrent shutdown removed the listener again.
-        let replayed = shared
-            .distributor
-            .marker(listener.id())
-            .ok_or(AddListenerError::ShutDown)?;
-        drop(writer);
-        Ok(Registration {
-            listener,
-            replayed,
-            fifo: shared.fifo.clone(),
-        })
+        shared.resync.add(listener.id(), resync);
+        drop(state);
+        Ok((
+            Registration {
+                listener,
+                synced: slot,
+                informer: shared.synced_or_stopped.clone(),
+            },
+            extra,
+        ))
     }
 
     /// Waits until every handler has handled the notifications of every change the store
     /// already holds: after `store().wait_for(rv)`, a flush makes every handler's view reflect
-    /// `rv` too. Must not be called from a handler (it would wait for itself).
+    /// `rv` too. Must not be called from a handler (it would wait for itself), nor with a
+    /// stream nobody polls.
     pub fn flush(&self) {
         // The processing thread applies and publishes each batch (waits on full listeners
         // included) under this lock: once we hold it, every applied batch has been handed to
@@ -326,20 +440,32 @@ impl<L: ListerWatcher> Informer<L> {
         drop(publishing);
     }
 
-    /// Removes a handler: it finishes what was published to it, then stops.
+    /// Removes a handler (client-go `RemoveEventHandler`): it finishes what was published to
+    /// it, then stops (a stream ends). Waits for a thread handler to finish, unless called
+    /// from that handler.
     pub fn remove_event_handler(&self, registration: &Registration) {
-        self.shared
-            .distributor
-            .remove_listener(registration.listener.id());
+        let id = registration.listener.id();
+        self.shared.resync.remove(id);
+        self.shared.distributor.remove_listener(id);
     }
 
-    /// Starts the reflector on `handle` and the processing thread. A second call does nothing.
+    /// Starts the reflector and the resync schedule on `handle` and the processing thread. A
+    /// second call does nothing.
     ///
     /// # Panics
     /// When the processing thread cannot be spawned.
     pub fn start(&self, handle: &tokio::runtime::Handle) {
-        if self.started.swap(true, Ordering::SeqCst) {
-            return;
+        {
+            let mut pending = self
+                .transform
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if self.started.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if let Some(t) = pending.take() {
+                let _ = self.active_transform.set(t);
+            }
         }
         let sink = Arc::new(FifoSink {
             fifo: self.shared.fifo.clone(),
@@ -354,39 +480,41 @@ impl<L: ListerWatcher> Informer<L> {
         let reflector_task = handle.spawn(async move {
             let _ = reflector.run().await;
         });
+        self.shared.resync.start();
+        let resync_task = handle.spawn(self.shared.resync.clone().run(self.shared.fifo.clone()));
         let shared = self.shared.clone();
         let handle = handle.clone();
         let thread = std::thread::Builder::new()
             .name("informer-process".into())
-            .spawn(move || process_loop(&shared, &handle))
+            .spawn(move || process::process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         tasks.push(Task::Async(reflector_task));
+        tasks.push(Task::Async(resync_task));
         tasks.push(Task::Thread(thread));
     }
 
-    /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`).
-    /// Returns whether it synced. Uses tokio's clock.
+    /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`),
+    /// on tokio's clock. Returns whether it synced (`false` on timeout or shutdown). No
+    /// polling: the processing thread wakes it when the first list has been published.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(1);
-        loop {
-            if self.has_synced() {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(100));
-        }
+        let _ = tokio::time::timeout(timeout, self.shared.synced_or_stopped.reached()).await;
+        self.has_synced()
     }
 
-    /// Stops the reflector and the processing thread, lets every handler finish what was
-    /// published to it, and waits for all of them.
+    /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) for threads outside async code:
+    /// parks the thread (std clock). Do not call it on an async runtime's worker thread.
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> bool {
+        self.shared.synced_or_stopped.wait_timeout(timeout);
+        self.has_synced()
+    }
+
+    /// Stops the reflector, the resync task and the processing thread, lets every handler
+    /// finish what was published to it, and waits for the threads (streams end once read to
+    /// the end). Sync waiters return `false` if the informer had not synced.
     pub fn shutdown(&self) {
         self.shared.fifo.close();
         let tasks: Vec<Task> =
@@ -400,6 +528,7 @@ impl<L: ListerWatcher> Informer<L> {
             }
         }
         self.shared.distributor.shutdown();
+        self.shared.synced_or_stopped.reach();
     }
 }
 
@@ -408,163 +537,4 @@ impl<L: ListerWatcher> Drop for Informer<L> {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// The processing thread: pop, apply, publish, until the DeltaFIFO closes. When the queue is
-/// empty it sleeps until a delta arrives or the reflector's resourceVersion moves.
-fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
-    loop {
-        let batch = match shared.fifo.try_pop_batch(shared.batch_size) {
-            Ok(b) => Some(b),
-            Err(TryPopError::Closed) => return,
-            Err(TryPopError::Empty) => {
-                // Nothing queued: everything the reflector handed over is applied, so the
-                // store may reflect the newest resourceVersion it saw (a bookmark, a list).
-                advance_resource_version(shared);
-                let woke = handle.block_on(async {
-                    tokio::select! {
-                        biased;
-                        b = shared.fifo.pop_batch_async(shared.batch_size) => b.map(Some),
-                        () = shared.rv_moved.notified() => Ok(None),
-                    }
-                });
-                match woke {
-                    Ok(b) => b,
-                    Err(PopError::Closed) => return,
-                }
-            }
-        };
-        if let Some(batch) = batch {
-            process_batch(shared, &batch);
-            // Dropping the batch completes it: the DeltaFIFO stops overlaying it on the store
-            // and counts it towards has_synced, now that the store holds it.
-            drop(batch);
-        }
-    }
-}
-
-/// Moves the store's resourceVersion to the newest one the reflector handed over, when no
-/// delta is queued (so every delta up to it has been applied by this thread).
-fn advance_resource_version(shared: &Shared) {
-    // Read the version first, then check the queue: deltas pushed before the version was
-    // recorded are then either visible in the queue or already applied.
-    let seen = shared.seen_rv.load(Ordering::SeqCst);
-    if seen == 0 || !shared.fifo.is_empty() {
-        return;
-    }
-    let mut writer = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
-    if seen > writer.resource_version() {
-        writer.bookmark(seen);
-    }
-}
-
-/// Applies one popped batch to the store and publishes its notifications
-/// (client-go `processDeltas`).
-fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
-    let _publishing = shared
-        .publishing
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    let mut writer = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut ops = Vec::with_capacity(batch.len());
-    let mut notes = Vec::with_capacity(batch.len());
-    let mut deltas = 0u64;
-    // Per key: the ops and notifications of its deltas, oldest first, from the stored state.
-    let mut per_key: Vec<(usize, usize)> = Vec::with_capacity(batch.len());
-    let before = writer.snapshot();
-    for item in batch.iter() {
-        let (op_start, note_start) = (ops.len(), notes.len());
-        let mut current = before.get(item.key.as_str()).cloned();
-        for delta in item.deltas.iter() {
-            deltas += 1;
-            match delta.kind {
-                DeltaType::Deleted => {
-                    ops.push(Op::Delete(item.key.clone()));
-                    current = None;
-                    notes.push(Notification::Delete {
-                        obj: delta.object.clone(),
-                    });
-                }
-                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
-                    let new = delta.object.object().clone();
-                    ops.push(Op::Upsert(new.clone()));
-                    match current.replace(new.clone()) {
-                        Some(old) => {
-                            let is_sync = delta.kind == DeltaType::Sync
-                                || (delta.kind == DeltaType::Replaced
-                                    && old.resource_version() == new.resource_version());
-                            // A sync goes only to listeners due for resync; none ask for one
-                            // yet, so syncs are applied to the store and not published.
-                            if !is_sync {
-                                notes.push(Notification::Update { old, new });
-                            }
-                        }
-                        None => notes.push(Notification::Add {
-                            obj: new,
-                            is_in_initial_list: item.is_in_initial_list,
-                        }),
-                    }
-                }
-            }
-        }
-        per_key.push((op_start, note_start));
-    }
-    // The store's resourceVersion may only advance to what the reflector handed over once
-    // nothing older is still queued: read it first, then check the queue.
-    let seen = shared.seen_rv.load(Ordering::SeqCst);
-    let rv = if shared.fifo.is_empty() {
-        seen.max(writer.resource_version())
-    } else {
-        writer.resource_version()
-    };
-    let mut store_batch = Batch::with_capacity(ops.len());
-    for op in &ops {
-        store_batch.push(op.clone());
-    }
-    store_batch.set_resource_version(rv);
-    let notes = match writer.apply(store_batch) {
-        Ok(_) => notes,
-        Err(_) => apply_key_by_key(shared, &mut writer, ops, notes, &per_key, rv),
-    };
-    shared.metrics.batches.fetch_add(1, Ordering::Relaxed);
-    shared.metrics.deltas.fetch_add(deltas, Ordering::Relaxed);
-    shared
-        .metrics
-        .notifications
-        .fetch_add(notes.len() as u64, Ordering::Relaxed);
-    // Listeners with room get the batch under the writer lock (ordered with registrations);
-    // the lock is released before waiting on a full Block listener.
-    shared.distributor.publish_releasing(notes, writer);
-}
-
-/// An index function rejected the batch: apply it key by key so that only the keys whose
-/// objects fail are left at their old state (and not notified).
-fn apply_key_by_key(
-    shared: &Shared,
-    writer: &mut Writer,
-    ops: Vec<Op>,
-    notes: Vec<Notification>,
-    per_key: &[(usize, usize)],
-    rv: u64,
-) -> Vec<Notification> {
-    let mut kept = Vec::with_capacity(notes.len());
-    for (i, &(op_start, note_start)) in per_key.iter().enumerate() {
-        let (op_end, note_end) = per_key
-            .get(i + 1)
-            .copied()
-            .unwrap_or((ops.len(), notes.len()));
-        let mut b = Batch::with_capacity(op_end - op_start);
-        for op in &ops[op_start..op_end] {
-            b.push(op.clone());
-        }
-        b.set_resource_version(writer.resource_version());
-        match writer.apply(b) {
-            Ok(_) => kept.extend_from_slice(&notes[note_start..note_end]),
-            Err(_) => {
-                shared.metrics.rejected.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-    writer.bookmark(rv);
-    kept
 }

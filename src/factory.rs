@@ -1,0 +1,509 @@
+//! [`SharedInformerFactory`]: one informer per resource, shared by every controller of a
+//! process (client-go `informers/factory.go`, `sharedInformerFactory`; the dynamic one in
+//! `dynamic/dynamicinformer/informer.go`).
+//!
+//! The factory does not know how to reach an API server: it is given a closure that makes a
+//! [`ListerWatcher`] for a [`GroupVersionResource`] (and namespace). The embedded simulator
+//! fits today; an HTTP client fits the same way. Filters (namespace, label and field
+//! selectors, a tweak hook) are applied to every list and watch by wrapping that lister-watcher
+//! in [`Filtered`].
+//!
+//! Informers are *dynamic*: every object is an [`Object`](crate::object::Object) whatever its
+//! kind, custom resources included ([`SharedInformerFactory::informer_for`]). The typed face
+//! ([`SharedInformerFactory::informer`]) adds a [`TypedLister`] for any k8s-pb kind.
+//!
+//! No hidden runtime: [`SharedInformerFactory::start`] takes the tokio [`Handle`] the
+//! informers' reflectors and resync tasks run on.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::runtime::Handle;
+
+use crate::informer::{Informer, InformerConfig, TypedLister};
+use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
+
+/// Group, version and resource (plural, lower case) naming a REST resource, e.g.
+/// `apps/v1/deployments` (apimachinery `schema.GroupVersionResource`). The core group is "".
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupVersionResource {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Resource, e.g. `pods`.
+    pub resource: String,
+}
+
+impl GroupVersionResource {
+    /// From its three parts.
+    pub fn new(group: &str, version: &str, resource: &str) -> Self {
+        GroupVersionResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: resource.to_owned(),
+        }
+    }
+
+    /// The resource of a typed kind.
+    pub fn of<K: Resource>() -> Self {
+        GroupVersionResource::new(K::GROUP, K::VERSION, K::RESOURCE)
+    }
+}
+
+impl fmt::Display for GroupVersionResource {
+    /// `group/version/resource`, or `version/resource` for the core group.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.resource)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.resource)
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for k8s_pb::NamespaceResourceScope {}
+    impl Sealed for k8s_pb::ClusterResourceScope {}
+}
+
+/// Whether a k8s-pb scope is namespaced (implemented for the namespace and cluster scopes;
+/// subresources have no informers).
+pub trait Scope: sealed::Sealed {
+    /// `true` for namespaced resources.
+    const NAMESPACED: bool;
+}
+
+impl Scope for k8s_pb::NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scope for k8s_pb::ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+/// A typed kind the factory can make an informer for: its group, version, resource and scope.
+/// Implemented for every k8s-pb kind (`k8s_pb::api::apps::v1::Deployment`, ...) from
+/// `k8s_pb::Resource`.
+pub trait Resource: prost::Message + Default + Send + Sync + 'static {
+    /// API group ("" for core).
+    const GROUP: &'static str;
+    /// API version.
+    const VERSION: &'static str;
+    /// Kind, e.g. `Deployment`.
+    const KIND: &'static str;
+    /// Resource (URL path segment), e.g. `deployments`.
+    const RESOURCE: &'static str;
+    /// Namespaced or cluster-scoped.
+    const NAMESPACED: bool;
+}
+
+impl<T> Resource for T
+where
+    T: k8s_pb::Resource + prost::Message + Default + Send + Sync + 'static,
+    T::Scope: Scope,
+{
+    const GROUP: &'static str = <T as k8s_pb::Resource>::GROUP;
+    const VERSION: &'static str = <T as k8s_pb::Resource>::VERSION;
+    const KIND: &'static str = <T as k8s_pb::Resource>::KIND;
+    const RESOURCE: &'static str = <T as k8s_pb::Resource>::URL_PATH_SEGMENT;
+    const NAMESPACED: bool = <T::Scope as Scope>::NAMESPACED;
+}
+
+/// The options of one request, as handed to a tweak hook (client-go `TweakListOptionsFunc`
+/// edits `metav1.ListOptions`, which serves lists and watches alike; here they are two types).
+#[derive(Debug)]
+pub enum RequestOptions<'a> {
+    /// A list page.
+    List(&'a mut ListOptions),
+    /// A watch.
+    Watch(&'a mut WatchOptions),
+}
+
+impl RequestOptions<'_> {
+    /// The `labelSelector` of either kind of request.
+    pub fn label_selector_mut(&mut self) -> &mut Option<String> {
+        match self {
+            RequestOptions::List(o) => &mut o.label_selector,
+            RequestOptions::Watch(o) => &mut o.label_selector,
+        }
+    }
+
+    /// The `fieldSelector` of either kind of request.
+    pub fn field_selector_mut(&mut self) -> &mut Option<String> {
+        match self {
+            RequestOptions::List(o) => &mut o.field_selector,
+            RequestOptions::Watch(o) => &mut o.field_selector,
+        }
+    }
+}
+
+/// A hook run on the options of every list and watch, after the selectors are set.
+pub type TweakOptions = Arc<dyn Fn(RequestOptions<'_>) + Send + Sync>;
+
+/// Selectors and a tweak hook applied to every request.
+#[derive(Clone, Default)]
+struct Filters {
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    tweak: Option<TweakOptions>,
+}
+
+impl Filters {
+    fn apply(&self, mut opts: RequestOptions<'_>) {
+        if let Some(s) = &self.label_selector {
+            *opts.label_selector_mut() = Some(s.clone());
+        }
+        if let Some(s) = &self.field_selector {
+            *opts.field_selector_mut() = Some(s.clone());
+        }
+        if let Some(t) = &self.tweak {
+            t(opts);
+        }
+    }
+}
+
+/// A [`ListerWatcher`] whose every list and watch gets the factory's label and field selectors
+/// and tweak hook (client-go `NewFilteredListWatchFromClient` / `NewFiltered...Informer`).
+pub struct Filtered<L> {
+    inner: L,
+    filters: Filters,
+}
+
+impl<L> Filtered<L> {
+    /// The wrapped lister-watcher.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+}
+
+impl<L> fmt::Debug for Filtered<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Filtered")
+            .field("label_selector", &self.filters.label_selector)
+            .field("field_selector", &self.filters.field_selector)
+            .field("tweak", &self.filters.tweak.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: ListerWatcher> ListerWatcher for Filtered<L> {
+    type Body = L::Body;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        let mut opts = opts.clone();
+        self.filters.apply(RequestOptions::List(&mut opts));
+        self.inner.list(&opts).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<L::Body>, ApiError> {
+        let mut opts = opts.clone();
+        self.filters.apply(RequestOptions::Watch(&mut opts));
+        self.inner.watch(&opts).await
+    }
+}
+
+/// An informer and its typed lister for kind `K` (the seeds' `DeploymentInformer`).
+pub struct TypedInformer<K, L: ListerWatcher> {
+    informer: Arc<Informer<Filtered<L>>>,
+    lister: TypedLister<K>,
+}
+
+impl<K, L: ListerWatcher> Clone for TypedInformer<K, L> {
+    fn clone(&self) -> Self {
+        TypedInformer {
+            informer: self.informer.clone(),
+            lister: self.lister.clone(),
+        }
+    }
+}
+
+impl<K, L: ListerWatcher> fmt::Debug for TypedInformer<K, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedInformer")
+            .field("informer", &self.informer)
+            .field("lister", &self.lister)
+            .finish()
+    }
+}
+
+impl<K: Resource, L: ListerWatcher> TypedInformer<K, L> {
+    /// The shared (dynamic) informer: handlers, store, sync.
+    pub fn informer(&self) -> &Arc<Informer<Filtered<L>>> {
+        &self.informer
+    }
+
+    /// Typed reads, decoded once per object version and shared by every caller of this kind.
+    pub fn lister(&self) -> TypedLister<K> {
+        self.lister.clone()
+    }
+}
+
+/// Makes the lister-watcher of one resource: `(resource, namespace)`, the namespace `None` for
+/// all namespaces (and always for cluster-scoped kinds).
+pub trait MakeListerWatcher<L>: Fn(&GroupVersionResource, Option<&str>) -> L + Send + Sync {}
+
+impl<L, F: Fn(&GroupVersionResource, Option<&str>) -> L + Send + Sync> MakeListerWatcher<L> for F {}
+
+struct Slot<L: ListerWatcher> {
+    informer: Arc<Informer<Filtered<L>>>,
+    /// The shared `TypedLister<K>` of this resource, once a typed caller asked.
+    typed: Option<Box<dyn Any + Send + Sync>>,
+}
+
+struct State<L: ListerWatcher> {
+    informers: HashMap<GroupVersionResource, Slot<L>>,
+    shut_down: bool,
+}
+
+/// One informer per resource, shared by every caller (client-go `SharedInformerFactory`).
+///
+/// # Examples
+/// ```no_run
+/// # async fn demo(sim: informer::sim::SimServer) {
+/// use std::time::Duration;
+/// use informer::factory::SharedInformerFactory;
+/// use k8s_pb::api::core::v1::Pod;
+///
+/// let factory = SharedInformerFactory::new(move |_gvr, _ns| sim.clone())
+///     .namespace("default")
+///     .label_selector("app=web");
+/// let pods = factory.informer::<Pod>();
+/// factory.start(&tokio::runtime::Handle::current());
+/// factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+/// let web = pods.lister().namespace("default").list();
+/// # drop(web);
+/// factory.shutdown();
+/// # }
+/// ```
+pub struct SharedInformerFactory<L: ListerWatcher, F> {
+    make: F,
+    namespace: Option<String>,
+    filters: Filters,
+    config: InformerConfig,
+    state: Mutex<State<L>>,
+}
+
+impl<L: ListerWatcher, F> fmt::Debug for SharedInformerFactory<L, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut resources: Vec<String> = state.informers.keys().map(|g| g.to_string()).collect();
+        resources.sort();
+        f.debug_struct("SharedInformerFactory")
+            .field("namespace", &self.namespace)
+            .field("label_selector", &self.filters.label_selector)
+            .field("field_selector", &self.filters.field_selector)
+            .field("resources", &resources)
+            .field("shut_down", &state.shut_down)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
+    /// A factory making each resource's lister-watcher with `make(resource, namespace)`.
+    pub fn new(make: F) -> Self {
+        SharedInformerFactory {
+            make,
+            namespace: None,
+            filters: Filters::default(),
+            config: InformerConfig::default(),
+            state: Mutex::new(State {
+                informers: HashMap::new(),
+                shut_down: false,
+            }),
+        }
+    }
+
+    /// Only this namespace (client-go `WithNamespace`); cluster-scoped kinds ignore it.
+    #[must_use]
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// `labelSelector` on every list and watch.
+    #[must_use]
+    pub fn label_selector(mut self, selector: &str) -> Self {
+        self.filters.label_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// `fieldSelector` on every list and watch.
+    #[must_use]
+    pub fn field_selector(mut self, selector: &str) -> Self {
+        self.filters.field_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// A hook run on every list's and watch's options (client-go `WithTweakListOptions`).
+    #[must_use]
+    pub fn tweak_list_options(
+        mut self,
+        tweak: impl Fn(RequestOptions<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        self.filters.tweak = Some(Arc::new(tweak));
+        self
+    }
+
+    /// Resync period of handlers registered without one (client-go `defaultResync`).
+    #[must_use]
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.config.default_resync = period;
+        self
+    }
+
+    /// Store, reflector and batching settings of every informer it makes.
+    #[must_use]
+    pub fn informer_config(mut self, config: InformerConfig) -> Self {
+        let resync = self.config.default_resync;
+        self.config = config;
+        if self.config.default_resync.is_zero() {
+            self.config.default_resync = resync;
+        }
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State<L>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn slot<'s>(
+        &self,
+        state: &'s mut State<L>,
+        gvr: &GroupVersionResource,
+        namespaced: bool,
+    ) -> &'s mut Slot<L> {
+        state.informers.entry(gvr.clone()).or_insert_with(|| {
+            let ns = if namespaced {
+                self.namespace.as_deref()
+            } else {
+                None
+            };
+            let lw = Filtered {
+                inner: (self.make)(gvr, ns),
+                filters: self.filters.clone(),
+            };
+            Slot {
+                informer: Arc::new(Informer::new(lw, self.config.clone())),
+                typed: None,
+            }
+        })
+    }
+
+    /// The shared informer of `gvr` (dynamic: any resource, custom ones included), made on
+    /// first use (client-go `ForResource` / `InformerFor`). Not started: call
+    /// [`start`](Self::start) after asking for every informer needed.
+    pub fn informer_for(&self, gvr: &GroupVersionResource) -> Arc<Informer<Filtered<L>>> {
+        let mut state = self.state();
+        self.slot(&mut state, gvr, true).informer.clone()
+    }
+
+    /// The shared informer of kind `K` with its typed lister (client-go
+    /// `factory.Apps().V1().Deployments()`).
+    pub fn informer<K: Resource>(&self) -> TypedInformer<K, L> {
+        let gvr = GroupVersionResource::of::<K>();
+        let mut state = self.state();
+        let slot = self.slot(&mut state, &gvr, K::NAMESPACED);
+        let informer = slot.informer.clone();
+        let lister = match slot
+            .typed
+            .as_ref()
+            .and_then(|t| t.downcast_ref::<TypedLister<K>>())
+        {
+            Some(l) => l.clone(),
+            None => {
+                let l = TypedLister::<K>::new(informer.lister());
+                slot.typed = Some(Box::new(l.clone()));
+                l
+            }
+        };
+        TypedInformer { informer, lister }
+    }
+
+    /// Starts every informer not started yet on `handle` (client-go `Start`). Informers asked
+    /// for later need another call. Does nothing after [`shutdown`](Self::shutdown).
+    pub fn start(&self, handle: &Handle) {
+        let state = self.state();
+        if state.shut_down {
+            return;
+        }
+        for slot in state.informers.values() {
+            slot.informer.start(handle);
+        }
+    }
+
+    fn started(&self) -> Vec<(GroupVersionResource, Arc<Informer<Filtered<L>>>)> {
+        self.state()
+            .informers
+            .iter()
+            .filter(|(_, s)| s.informer.is_started())
+            .map(|(g, s)| (g.clone(), s.informer.clone()))
+            .collect()
+    }
+
+    /// Waits until every started informer has synced, up to `timeout` in all (tokio's clock);
+    /// returns each one's result (client-go `WaitForCacheSync`). No polling.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn wait_for_cache_sync(
+        &self,
+        timeout: Duration,
+    ) -> HashMap<GroupVersionResource, bool> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut out = HashMap::new();
+        for (gvr, informer) in self.started() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            out.insert(gvr, informer.wait_for_cache_sync(left).await);
+        }
+        out
+    }
+
+    /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) for threads outside async code
+    /// (std clock).
+    pub fn wait_for_cache_sync_blocking(
+        &self,
+        timeout: Duration,
+    ) -> HashMap<GroupVersionResource, bool> {
+        let deadline = std::time::Instant::now() + timeout;
+        self.started()
+            .into_iter()
+            .map(|(gvr, informer)| {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                (gvr, informer.wait_for_cache_sync_blocking(left))
+            })
+            .collect()
+    }
+
+    /// Stops every informer and waits for their threads (client-go `Shutdown`); later
+    /// [`start`](Self::start) calls do nothing.
+    pub fn shutdown(&self) {
+        let informers: Vec<_> = {
+            let mut state = self.state();
+            state.shut_down = true;
+            state
+                .informers
+                .values()
+                .map(|s| s.informer.clone())
+                .collect()
+        };
+        for i in informers {
+            i.shutdown();
+        }
+    }
+}
+
+impl<L: ListerWatcher, F> Drop for SharedInformerFactory<L, F> {
+    /// Shuts every informer down (each also does on its own drop).
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for s in state.informers.values() {
+            s.informer.shutdown();
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! What the reflector writes into ([`FifoSink`]) and what the DeltaFIFO reads back as known
+//! objects ([`KnownStore`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::fifo::{DeltaFifo, KnownObjects};
+use crate::object::{Object, ObjectKey, parse_resource_version};
+use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
+use crate::store::Store;
+
+/// The store as the DeltaFIFO's known objects (client-go passes the indexer as
+/// `knownObjects`).
+pub(super) struct KnownStore(pub(super) Store);
+
+impl KnownObjects for KnownStore {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0.keys()
+    }
+
+    fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
+        self.0.get(key.as_str())
+    }
+}
+
+/// What the reflector writes into: the DeltaFIFO, plus the newest resourceVersion the reflector
+/// has handed over (used to advance the store's resourceVersion once everything before it is
+/// applied).
+pub(super) struct FifoSink {
+    pub(super) fifo: DeltaFifo,
+    pub(super) seen_rv: Arc<AtomicU64>,
+    /// Wakes the processing thread when `seen_rv` moved (it may advance the store's
+    /// resourceVersion even when no delta follows, e.g. after a bookmark).
+    pub(super) rv_moved: Arc<tokio::sync::Notify>,
+}
+
+impl FifoSink {
+    fn saw(&self, rv: &str) {
+        if let Some(rv) = parse_resource_version(rv) {
+            self.seen_rv.fetch_max(rv, Ordering::SeqCst);
+            self.rv_moved.notify_one();
+        }
+    }
+}
+
+impl ReflectorStore for FifoSink {
+    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
+        if self.fifo.is_closed() {
+            return Err(StoreClosed);
+        }
+        self.fifo.replace(items, resource_version);
+        // A relist is the truth at its version, even below a bookmark seen before.
+        if let Some(rv) = parse_resource_version(resource_version) {
+            self.seen_rv.store(rv, Ordering::SeqCst);
+            self.rv_moved.notify_one();
+        }
+        Ok(())
+    }
+
+    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed> {
+        if self.fifo.is_closed() {
+            return Err(StoreClosed);
+        }
+        // The newest change's version, read before the changes are queued and recorded after.
+        let newest = changes.last().map(|c| match c {
+            WatchChange::Added(o) | WatchChange::Modified(o) | WatchChange::Deleted(o) => {
+                o.resource_version().to_owned()
+            }
+        });
+        for c in changes {
+            match c {
+                WatchChange::Added(o) => self.fifo.add(o),
+                WatchChange::Modified(o) => self.fifo.update(o),
+                WatchChange::Deleted(o) => self.fifo.delete(o),
+            }
+        }
+        if let Some(rv) = newest {
+            self.saw(&rv);
+        }
+        Ok(())
+    }
+
+    fn bookmark(&self, resource_version: &str) {
+        self.saw(resource_version);
+    }
+}

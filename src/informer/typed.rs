@@ -1,0 +1,209 @@
+//! [`TypedLister`]: typed reads (`Arc<K>` for a k8s-pb kind `K`) decoded once per object
+//! version, the typed face of the seeds' generated listers (client-go `listers/apps/v1`,
+//! `DeploymentLister`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use super::lister::{Lister, NamespaceLister};
+use super::selector::LabelSelector;
+use crate::object::{DecodeError, Object, ObjectKey};
+
+const SHARDS: usize = 16;
+
+type Entry<K> = (Weak<Object>, Arc<K>);
+
+/// Typed values decoded from cached objects, keyed by object key and tied to the exact
+/// object version (`Arc<Object>` identity) they came from: a read of an unchanged object hands
+/// out the same `Arc<K>`; a new version is decoded once, by the first reader that asks.
+struct DecodeCache<K> {
+    shards: Box<[Mutex<HashMap<ObjectKey, Entry<K>>>]>,
+    hasher: foldhash::fast::RandomState,
+    decodes: AtomicUsize,
+}
+
+impl<K: prost::Message + Default> DecodeCache<K> {
+    fn new() -> Self {
+        DecodeCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: foldhash::fast::RandomState::default(),
+            decodes: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, key: &ObjectKey) -> &Mutex<HashMap<ObjectKey, Entry<K>>> {
+        let mut h = self.hasher.build_hasher();
+        key.hash(&mut h);
+        &self.shards[(h.finish() as usize) % SHARDS]
+    }
+
+    fn get(&self, obj: &Arc<Object>, live: usize) -> Result<Arc<K>, DecodeError> {
+        let key = obj.key();
+        let shard = self.shard(&key);
+        {
+            let map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((w, typed)) = map.get(&key)
+                && std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj))
+            {
+                // A weak reference keeps its allocation from being reused: same pointer,
+                // same object version.
+                return Ok(typed.clone());
+            }
+        }
+        // Decode outside the lock: other keys of the shard stay readable meanwhile.
+        let typed = Arc::new(obj.decode::<K>()?);
+        self.decodes.fetch_add(1, Ordering::Relaxed);
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        map.insert(key, (Arc::downgrade(obj), typed.clone()));
+        // Entries of deleted objects: swept when the shard grows past twice its share.
+        if map.len() > 2 * (live / SHARDS) + 64 {
+            map.retain(|_, (w, _)| w.strong_count() > 0);
+        }
+        Ok(typed)
+    }
+}
+
+/// Typed reads of an informer's objects: `Arc<K>` for a protobuf kind `K` (e.g.
+/// `k8s_pb::api::apps::v1::Deployment`), decoded once per object version and shared by every
+/// reader until the object changes. Cheap to clone (clones share the decoded values).
+///
+/// # Errors
+/// Reads return [`DecodeError`] when an object does not decode as `K` (JSON-encoded objects,
+/// e.g. custom resources, have no typed form here: use [`Lister`] and
+/// [`Object::to_json_value`]).
+pub struct TypedLister<K> {
+    lister: Lister,
+    cache: Arc<DecodeCache<K>>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for TypedLister<K> {
+    fn clone(&self) -> Self {
+        TypedLister {
+            lister: self.lister.clone(),
+            cache: self.cache.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for TypedLister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedLister")
+            .field("kind", &std::any::type_name::<K>())
+            .field("lister", &self.lister)
+            .finish()
+    }
+}
+
+impl<K: prost::Message + Default + Send + Sync + 'static> TypedLister<K> {
+    /// A typed lister over `lister`'s store.
+    pub fn new(lister: Lister) -> Self {
+        TypedLister {
+            lister,
+            cache: Arc::new(DecodeCache::new()),
+            _kind: PhantomData,
+        }
+    }
+
+    /// The untyped lister underneath.
+    pub fn untyped(&self) -> &Lister {
+        &self.lister
+    }
+
+    /// How many objects were decoded so far (each version of each object once).
+    pub fn decodes(&self) -> usize {
+        self.cache.decodes.load(Ordering::Relaxed)
+    }
+
+    fn typed(&self, obj: &Arc<Object>) -> Result<Arc<K>, DecodeError> {
+        self.cache.get(obj, self.lister.store().len())
+    }
+
+    fn all(&self, objs: Vec<Arc<Object>>) -> Result<Vec<Arc<K>>, DecodeError> {
+        objs.iter().map(|o| self.typed(o)).collect()
+    }
+
+    /// The object `namespace/name`, typed.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when it does not decode as `K`.
+    pub fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, DecodeError> {
+        self.lister
+            .get(namespace, name)
+            .map(|o| self.typed(&o))
+            .transpose()
+    }
+
+    /// Every object, typed.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for the first object that does not decode as `K`.
+    pub fn list(&self) -> Result<Vec<Arc<K>>, DecodeError> {
+        self.all(self.lister.list())
+    }
+
+    /// Every object whose labels match `selector`, typed.
+    ///
+    /// # Errors
+    /// As [`list`](Self::list).
+    pub fn list_matching(&self, selector: &LabelSelector) -> Result<Vec<Arc<K>>, DecodeError> {
+        self.all(self.lister.list_matching(selector))
+    }
+
+    /// Typed reads of one namespace.
+    pub fn namespace(&self, namespace: &str) -> TypedNamespaceLister<K> {
+        TypedNamespaceLister {
+            parent: self.clone(),
+            lister: self.lister.namespace(namespace),
+        }
+    }
+}
+
+/// Typed reads of one namespace (client-go `DeploymentNamespaceLister`).
+pub struct TypedNamespaceLister<K> {
+    parent: TypedLister<K>,
+    lister: NamespaceLister,
+}
+
+impl<K> fmt::Debug for TypedNamespaceLister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypedNamespaceLister")
+            .field("kind", &std::any::type_name::<K>())
+            .field("namespace", &self.lister.namespace())
+            .finish()
+    }
+}
+
+impl<K: prost::Message + Default + Send + Sync + 'static> TypedNamespaceLister<K> {
+    /// The object `name` of this namespace, typed.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when it does not decode as `K`.
+    pub fn get(&self, name: &str) -> Result<Option<Arc<K>>, DecodeError> {
+        self.lister
+            .get(name)
+            .map(|o| self.parent.typed(&o))
+            .transpose()
+    }
+
+    /// Every object of the namespace, typed.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for the first object that does not decode as `K`.
+    pub fn list(&self) -> Result<Vec<Arc<K>>, DecodeError> {
+        self.parent.all(self.lister.list())
+    }
+
+    /// Every object of the namespace whose labels match `selector`, typed.
+    ///
+    /// # Errors
+    /// As [`list`](Self::list).
+    pub fn list_matching(&self, selector: &LabelSelector) -> Result<Vec<Arc<K>>, DecodeError> {
+        self.parent.all(self.lister.list_matching(selector))
+    }
+}
