@@ -85,9 +85,10 @@ fn invalid(requirement: &str, reason: &'static str) -> SelectorError {
 }
 
 fn check_token(tok: &str, whole: &str, what: &'static str) -> Result<String, SelectorError> {
-    let ok = tok
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    let ok = (!tok.is_empty() || what == "bad value")
+        && tok
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
     if !ok {
         return Err(invalid(whole, what));
     }

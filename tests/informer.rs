@@ -1,0 +1,601 @@
+//! The informer's handler contract on the simulated API server: per-registration sync with a
+//! slow handler and a late one, per-handler resync under paused time, every policy's view
+//! (threads and an async stream) equal to the store after a flood with relists, transforms,
+//! listers and typed listers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use informer::distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
+use informer::fifo::DeltaObject;
+use informer::informer::{
+    AlreadyStarted, HandlerOptions, Informer, InformerConfig, LabelSelector, Registration,
+    TypedLister,
+};
+use informer::object::{Object, ObjectKey};
+use informer::reflector::ListerWatcher;
+use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
+
+type ViewMap = BTreeMap<ObjectKey, (String, String)>;
+
+fn version(o: &Object) -> (String, String) {
+    (o.uid().to_owned(), o.resource_version().to_owned())
+}
+
+/// A handler's view rebuilt from its notifications, with counters and contract violations
+/// (counted, not panicked: the listener would catch a panic and go on).
+#[derive(Default)]
+struct View {
+    objects: ViewMap,
+    adds: usize,
+    initial_adds: usize,
+    updates: usize,
+    syncs: usize,
+    deletes: usize,
+    violations: Vec<String>,
+}
+
+impl View {
+    fn apply(&mut self, n: &Notification) {
+        match n {
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => {
+                self.adds += 1;
+                self.initial_adds += usize::from(*is_in_initial_list);
+                if self.objects.insert(obj.key(), version(obj)).is_some() {
+                    self.violations.push(format!("add of known {}", obj.key()));
+                }
+            }
+            Notification::Update { old, new } => {
+                if old.resource_version() == new.resource_version() {
+                    self.syncs += 1;
+                } else {
+                    self.updates += 1;
+                }
+                let prev = self.objects.insert(new.key(), version(new));
+                if prev != Some(version(old)) {
+                    self.violations
+                        .push(format!("update of {} from {prev:?}", new.key()));
+                }
+            }
+            Notification::Delete { obj } => {
+                self.deletes += 1;
+                if self.objects.remove(&obj.key()).is_none() {
+                    self.violations
+                        .push(format!("delete of unknown {}", obj.key()));
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<View>>);
+
+impl EventHandler for Recorder {
+    fn on_add(&mut self, obj: &Arc<Object>, is_in_initial_list: bool) {
+        self.0.lock().unwrap().apply(&Notification::Add {
+            obj: obj.clone(),
+            is_in_initial_list,
+        });
+    }
+    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
+        self.0.lock().unwrap().apply(&Notification::Update {
+            old: old.clone(),
+            new: new.clone(),
+        });
+    }
+    fn on_delete(&mut self, obj: &DeltaObject) {
+        self.0
+            .lock()
+            .unwrap()
+            .apply(&Notification::Delete { obj: obj.clone() });
+    }
+}
+
+fn sim_config(objects: usize) -> SimConfig {
+    let dir = default_fixtures_dir().unwrap();
+    SimConfig::new(Templates::etcd_pod(&dir).unwrap())
+        .seed(11)
+        .initial_objects(objects)
+        .mix(FloodMix {
+            target_objects: objects,
+            create: 10,
+            update: 70,
+            delete: 20,
+        })
+}
+
+fn store_view(informer: &Informer<impl ListerWatcher>) -> ViewMap {
+    informer
+        .store()
+        .snapshot()
+        .iter()
+        .map(|(k, o)| (k.clone(), version(o)))
+        .collect()
+}
+
+/// Yields until `cond` holds. Used under paused time: awaiting a notification would let the
+/// idle runtime auto-advance the clock while the informer's processing thread (not a tokio
+/// task) works; yielding keeps the runtime busy so only the test moves time.
+async fn until(mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "condition not reached in 60 s"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A handler that takes `per_add` of work for each add and checks that its registration does
+/// not report synced before its adds are done.
+struct SlowAdds {
+    per_add: Duration,
+    view: Recorder,
+    reg: Arc<OnceLock<Registration>>,
+    synced_during_add: Arc<AtomicUsize>,
+}
+
+impl EventHandler for SlowAdds {
+    fn on_add(&mut self, obj: &Arc<Object>, initial: bool) {
+        if self.reg.get().is_some_and(Registration::has_synced) {
+            self.synced_during_add.fetch_add(1, Ordering::SeqCst);
+        }
+        if !self.per_add.is_zero() {
+            std::thread::sleep(self.per_add);
+        }
+        self.view.on_add(obj, initial);
+    }
+    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
+        self.view.on_update(old, new);
+    }
+    fn on_delete(&mut self, obj: &DeltaObject) {
+        self.view.on_delete(obj);
+    }
+}
+
+fn slow_adds(
+    per_add: Duration,
+) -> (
+    SlowAdds,
+    Recorder,
+    Arc<OnceLock<Registration>>,
+    Arc<AtomicUsize>,
+) {
+    let (view, reg, bad) = (
+        Recorder::default(),
+        Arc::new(OnceLock::new()),
+        Arc::default(),
+    );
+    let h = SlowAdds {
+        per_add,
+        view: view.clone(),
+        reg: reg.clone(),
+        synced_during_add: Arc::clone(&bad),
+    };
+    (h, view, reg, bad)
+}
+
+async fn registration_sync_case(objects: usize, per_add: Duration) {
+    let sim = SimServer::new(sim_config(objects)).unwrap();
+    let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
+    let (slow, slow_view, slow_reg, slow_bad) = slow_adds(per_add);
+    let reg = informer.add_event_handler(slow).unwrap();
+    let _ = slow_reg.set(reg.clone());
+    assert!(!reg.has_synced(), "not synced before start");
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(60)).await);
+    assert_eq!(informer.store().len(), objects);
+    // The informer synced; the slow handler is still working through its adds.
+    assert!(!reg.has_synced(), "slow handler synced before its adds");
+
+    let (late, late_view, late_reg, late_bad) = slow_adds(Duration::ZERO);
+    let lreg = informer.add_event_handler(late).unwrap();
+    let _ = late_reg.set(lreg.clone());
+    assert!(lreg.wait_for_sync(Duration::from_secs(60)).await);
+    {
+        let v = late_view.0.lock().unwrap();
+        assert_eq!(v.adds, objects, "the late handler gets exactly the cache");
+        assert_eq!(v.initial_adds, objects);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+    assert_eq!(late_bad.load(Ordering::SeqCst), 0);
+
+    // The blocking wait, from a blocking thread.
+    let r = reg.clone();
+    let synced =
+        tokio::task::spawn_blocking(move || r.wait_for_sync_blocking(Duration::from_secs(120)))
+            .await
+            .unwrap();
+    assert!(synced);
+    {
+        let v = slow_view.0.lock().unwrap();
+        assert_eq!(v.adds, objects);
+        assert_eq!(v.initial_adds, objects);
+    }
+    assert_eq!(
+        slow_bad.load(Ordering::SeqCst),
+        0,
+        "has_synced was true while an initial add was being handled"
+    );
+    informer.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_registration_syncs_after_its_own_adds_and_a_late_one_gets_exactly_the_cache() {
+    // Default size: 10 000 objects at 100 µs per add (about 1 s of handler work).
+    registration_sync_case(10_000, Duration::from_micros(100)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "full size of the issue: 10 000 adds at 1 ms each (10 s)"]
+async fn each_registration_syncs_after_its_own_adds_full_size() {
+    registration_sync_case(10_000, Duration::from_millis(1)).await;
+}
+
+/// Counts sync and real updates; on its first sync update, blocks until `gate` opens.
+struct Resyncing {
+    view: Recorder,
+    entered: Arc<AtomicBool>,
+    gate: Option<crossbeam::channel::Receiver<()>>,
+}
+
+impl EventHandler for Resyncing {
+    fn on_add(&mut self, obj: &Arc<Object>, initial: bool) {
+        self.view.on_add(obj, initial);
+    }
+    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
+        if old.resource_version() == new.resource_version()
+            && let Some(gate) = self.gate.take()
+        {
+            self.entered.store(true, Ordering::SeqCst);
+            let _ = gate.recv();
+        }
+        self.view.on_update(old, new);
+    }
+    fn on_delete(&mut self, obj: &DeltaObject) {
+        self.view.on_delete(obj);
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
+    const OBJECTS: usize = 50;
+    const SECONDS: usize = 100;
+    let sim = SimServer::new(sim_config(OBJECTS).bookmark_idle(None)).unwrap();
+    let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
+    let (gate_tx, gate_rx) = crossbeam::channel::bounded::<()>(0);
+    let entered = Arc::new(AtomicBool::new(false));
+    let a = Recorder::default();
+    let b = Recorder::default();
+    let reg_a = informer
+        .add_event_handler_with_resync(
+            Resyncing {
+                view: a.clone(),
+                entered: entered.clone(),
+                gate: Some(gate_rx),
+            },
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    let reg_b = informer
+        .add_event_handler_with_resync(b.clone(), Duration::ZERO)
+        .unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    let t0 = tokio::time::Instant::now();
+    until(|| reg_a.has_synced() && reg_b.has_synced()).await;
+    assert_eq!(
+        tokio::time::Instant::now(),
+        t0,
+        "no virtual time passed while syncing"
+    );
+
+    let keys: Vec<ObjectKey> = informer.store().keys();
+    assert_eq!(keys.len(), OBJECTS);
+    // Updates at t0 + k + 0.5 s, away from the resyncs at t0 + 30, 60, 90 s.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for k in 0..SECONDS {
+        sim.update(&keys[k % OBJECTS]).unwrap();
+        until(|| b.0.lock().unwrap().updates == k + 1).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // B got every real update while A was stuck in its first resync since t0 + 30 s.
+    assert!(entered.load(Ordering::SeqCst), "A never got a sync update");
+    {
+        let v = b.0.lock().unwrap();
+        assert_eq!(v.syncs, 0, "B (no resync) got sync updates");
+        assert_eq!(v.updates, SECONDS);
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+    }
+    assert!(
+        a.0.lock().unwrap().updates < SECONDS,
+        "A should still be blocked behind its resync"
+    );
+    drop(gate_tx);
+    // Blocks the runtime thread, which is fine: everything is published already.
+    informer.flush();
+    let v = a.0.lock().unwrap();
+    assert_eq!(v.updates, SECONDS, "A got every real update too");
+    assert_eq!(
+        v.syncs,
+        3 * OBJECTS,
+        "three resyncs of every object (30, 60, 90 s)"
+    );
+    assert!(v.violations.is_empty(), "{:?}", v.violations);
+    drop(v);
+    informer.shutdown();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_policy_and_a_stream_end_equal_to_the_store_after_a_flood_with_relists() {
+    tokio::time::timeout(Duration::from_secs(100), views_inner())
+        .await
+        .unwrap();
+}
+
+async fn views_inner() {
+    // A small window and no flow control: while `step` runs on the only runtime thread the
+    // watch falls out of the window, gets 410 Gone and relists (deletions as tombstones).
+    let sim = SimServer::new(sim_config(200).history_window(100)).unwrap();
+    let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
+    let policies = [
+        OverflowPolicy::Unbounded,
+        OverflowPolicy::Block { capacity: 1 },
+        OverflowPolicy::CoalesceByKey,
+    ];
+    let mut views = Vec::new();
+    for p in policies {
+        let v = Recorder::default();
+        informer
+            .add_event_handler_with_options(v.clone(), HandlerOptions::new().policy(p))
+            .unwrap();
+        views.push(v);
+    }
+    let (_reg, mut stream) = informer
+        .add_stream(HandlerOptions::new().policy(OverflowPolicy::CoalesceByKey))
+        .unwrap();
+    let stream_view = Recorder::default();
+    let sv = stream_view.clone();
+    let reader = tokio::spawn(async move {
+        while let Some(n) = stream.next().await {
+            sv.0.lock().unwrap().apply(&n);
+        }
+    });
+    views.push(stream_view);
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    for round in 0..3 {
+        sim.step(1_500).unwrap();
+        let truth = sim.truth();
+        informer
+            .store()
+            .wait_for(truth.resource_version)
+            .await
+            .unwrap();
+        // flush waits for the stream too: off the runtime thread, so the reader task runs.
+        let i = informer.clone();
+        tokio::task::spawn_blocking(move || i.flush())
+            .await
+            .unwrap();
+        let store = store_view(&informer);
+        if let Some(d) = truth.diff(&store) {
+            panic!("round {round}: store != truth: {d}");
+        }
+        for (i, v) in views.iter().enumerate() {
+            let v = v.0.lock().unwrap();
+            assert!(v.violations.is_empty(), "view {i}: {:?}", v.violations);
+            assert_eq!(v.objects, store, "round {round}: view {i} != store");
+        }
+    }
+    let m = informer.reflector_metrics().unwrap();
+    assert!(
+        m.relists.load(Ordering::Relaxed) >= 1,
+        "expected relists after 410"
+    );
+    let i = informer.clone();
+    tokio::task::spawn_blocking(move || i.shutdown())
+        .await
+        .unwrap();
+    reader.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registration_waiting() {
+    let sim = SimServer::new(sim_config(300)).unwrap();
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    // Capacity one batch and nobody polling yet: the replay and its sync marker still fit.
+    let (reg, mut stream) = informer
+        .add_stream(HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }))
+        .unwrap();
+    assert!(!reg.has_synced());
+    let mut adds = 0;
+    while adds < 300 {
+        match stream.next().await.unwrap() {
+            Notification::Add {
+                is_in_initial_list: true,
+                ..
+            } => adds += 1,
+            other => panic!("expected initial adds first, got {other:?}"),
+        }
+    }
+    assert!(!reg.has_synced(), "synced before the reader came back");
+    // Polling again (nothing else comes) passes the marker.
+    let next = tokio::time::timeout(Duration::from_millis(50), stream.next()).await;
+    assert!(next.is_err(), "no live event expected");
+    assert!(reg.has_synced());
+    assert_eq!(stream.listener().stats().delivered, 300);
+    informer.remove_event_handler(&reg);
+    assert!(
+        stream.next().await.is_none(),
+        "the stream ends after removal"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transform_applies_before_the_store_and_cannot_change_after_start() {
+    let sim = SimServer::new(sim_config(50)).unwrap();
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer
+        .set_transform(|o: Arc<Object>| {
+            let mut meta = o.meta().clone();
+            meta.annotations
+                .insert("transformed".to_owned(), "yes".to_owned());
+            Arc::new(o.with_meta(meta).unwrap())
+        })
+        .unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    informer
+        .add_event_handler(HandlerFns::new().with_add(move |o, _| {
+            if o.meta().annotations.get("transformed").map(String::as_str) == Some("yes") {
+                s.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
+        .unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    assert_eq!(informer.set_transform(|o| o), Err(AlreadyStarted));
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer.flush();
+    assert_eq!(seen.load(Ordering::SeqCst), 50);
+    assert!(
+        informer
+            .store()
+            .list()
+            .iter()
+            .all(|o| o.meta().annotations.contains_key("transformed"))
+    );
+    informer.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_version() {
+    use k8s_pb::api::core::v1::Pod;
+
+    let sim = SimServer::new(sim_config(200)).unwrap();
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    let lister = informer.lister();
+    let all = lister.list();
+    assert_eq!(all.len(), 200);
+
+    // Namespace lister (through the namespace index) == filtering by hand.
+    let ns = all[0].namespace().to_owned();
+    let mut by_index: Vec<String> = lister
+        .namespace(&ns)
+        .list()
+        .iter()
+        .map(|o| o.name().to_owned())
+        .collect();
+    let mut by_hand: Vec<String> = all
+        .iter()
+        .filter(|o| o.namespace() == ns)
+        .map(|o| o.name().to_owned())
+        .collect();
+    by_index.sort();
+    by_hand.sort();
+    assert!(!by_hand.is_empty());
+    assert_eq!(by_index, by_hand);
+    assert!(lister.namespace(&ns).get(&by_hand[0]).is_some());
+    assert!(lister.get(&ns, &by_hand[0]).is_some());
+    assert!(lister.get("no-such-namespace", &by_hand[0]).is_none());
+
+    // Label selectors == filtering by hand.
+    let (key, value) = all[0].meta().labels.iter().next().unwrap();
+    let sel: LabelSelector = format!("{key}={value}").parse().unwrap();
+    let want = all
+        .iter()
+        .filter(|o| o.meta().labels.get(key) == Some(value))
+        .count();
+    assert_eq!(lister.list_matching(&sel).len(), want);
+    let not: LabelSelector = format!("{key}!={value}").parse().unwrap();
+    assert_eq!(lister.list_matching(&not).len(), 200 - want);
+
+    // Typed: decoded once per object version, the same Arc on every read.
+    let typed: TypedLister<Pod> = TypedLister::new(lister.clone());
+    let first = typed.get(&ns, &by_hand[0]).unwrap().unwrap();
+    let again = typed.get(&ns, &by_hand[0]).unwrap().unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(
+        first.metadata.as_ref().unwrap().name.as_deref(),
+        Some(by_hand[0].as_str())
+    );
+    assert_eq!(typed.list().unwrap().len(), 200);
+    assert_eq!(typed.list().unwrap().len(), 200);
+    assert_eq!(
+        typed.decodes(),
+        200,
+        "each object decoded once across reads"
+    );
+    assert_eq!(typed.namespace(&ns).list().unwrap().len(), by_hand.len());
+
+    // A new version is decoded again, once.
+    let key = ObjectKey::new(&ns, &by_hand[0]);
+    let rv = sim.update(&key).unwrap();
+    informer
+        .store()
+        .wait_for(rv.resource_version().parse().unwrap())
+        .await
+        .unwrap();
+    let updated = typed.get(&ns, &by_hand[0]).unwrap().unwrap();
+    assert!(!Arc::ptr_eq(&first, &updated));
+    assert_eq!(
+        updated
+            .metadata
+            .as_ref()
+            .unwrap()
+            .resource_version
+            .as_deref(),
+        Some(rv.resource_version())
+    );
+    assert_eq!(typed.decodes(), 201);
+    informer.shutdown();
+}
+
+#[test]
+fn label_selectors_parse_as_upstream_and_reject_bad_input() {
+    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let l = labels(&[("app", "web"), ("tier", "front")]);
+    let cases = [
+        ("", true),
+        ("app", true),
+        ("!app", false),
+        ("!missing", true),
+        ("app=web", true),
+        ("app==web", true),
+        ("app!=web", false),
+        ("missing!=x", true),
+        ("tier in (front, back)", true),
+        ("tier notin (front,back)", false),
+        ("missing notin (a)", true),
+        ("app=web,tier in (back)", false),
+        ("app=web, tier=front", true),
+    ];
+    for (s, want) in cases {
+        let sel: LabelSelector = s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        assert_eq!(sel.matches(&l), want, "{s:?}");
+    }
+    for bad in ["app in front", "a b c", "=x", "app=(x", "app in (a b)", ","] {
+        assert!(
+            bad.parse::<LabelSelector>().is_err(),
+            "{bad:?} should not parse"
+        );
+    }
+    let long = "a".repeat(informer::informer::MAX_SELECTOR_LEN + 1);
+    assert!(long.parse::<LabelSelector>().is_err());
+    let round: LabelSelector = "app=web,tier in (a,b),!x".parse().unwrap();
+    assert_eq!(round.to_string().parse::<LabelSelector>().unwrap(), round);
+}
