@@ -1,0 +1,180 @@
+//! SharedInformerFactory: one informer per resource shared by every caller, filters and the
+//! tweak hook on every list and watch, start/sync/shutdown, typed and dynamic informers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use informer::factory::{GroupVersionResource, RequestOptions, SharedInformerFactory};
+use informer::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
+use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+use k8s_pb::api::core::v1::Pod;
+
+/// What one request carried: (kind, labelSelector, fieldSelector).
+type Log = Arc<Mutex<Vec<(&'static str, Option<String>, Option<String>)>>>;
+
+/// Records the options of every request, then asks the simulator without selectors (it
+/// rejects them with 400; a real server would filter).
+struct Recording {
+    sim: SimServer,
+    log: Log,
+}
+
+impl ListerWatcher for Recording {
+    type Body = SimWatch;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        self.log.lock().unwrap().push((
+            "list",
+            opts.label_selector.clone(),
+            opts.field_selector.clone(),
+        ));
+        let mut o = opts.clone();
+        o.label_selector = None;
+        o.field_selector = None;
+        self.sim.list(&o).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
+        self.log.lock().unwrap().push((
+            "watch",
+            opts.label_selector.clone(),
+            opts.field_selector.clone(),
+        ));
+        let mut o = opts.clone();
+        o.label_selector = None;
+        o.field_selector = None;
+        self.sim.watch(&o).await
+    }
+}
+
+fn sim(objects: usize) -> SimServer {
+    let dir = default_fixtures_dir().unwrap();
+    SimServer::new(
+        SimConfig::new(Templates::etcd_pod(&dir).unwrap())
+            .seed(3)
+            .initial_objects(objects),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown() {
+    let pods = sim(120);
+    let widgets = sim(30);
+    let log: Log = Arc::default();
+    let made: Arc<Mutex<Vec<(GroupVersionResource, Option<String>)>>> = Arc::default();
+    let tweaks = Arc::new(AtomicUsize::new(0));
+    let factory = {
+        let (pods, widgets, log, made, tweaks) = (
+            pods.clone(),
+            widgets.clone(),
+            log.clone(),
+            made.clone(),
+            tweaks.clone(),
+        );
+        SharedInformerFactory::new(move |gvr: &GroupVersionResource, ns: Option<&str>| {
+            made.lock()
+                .unwrap()
+                .push((gvr.clone(), ns.map(str::to_owned)));
+            let sim = if gvr.resource == "pods" {
+                pods.clone()
+            } else {
+                widgets.clone()
+            };
+            Recording {
+                sim,
+                log: log.clone(),
+            }
+        })
+        .namespace("ns-1")
+        .label_selector("app=web")
+        .field_selector("status.phase=Running")
+        .tweak_list_options(move |mut o: RequestOptions<'_>| {
+            tweaks.fetch_add(1, Ordering::SeqCst);
+            let f = o.field_selector_mut();
+            *f = Some(format!("{},tweaked", f.as_deref().unwrap_or_default()));
+        })
+    };
+
+    let typed = factory.informer::<Pod>();
+    let typed_again = factory.informer::<Pod>();
+    let pods_gvr = GroupVersionResource::new("", "v1", "pods");
+    assert_eq!(GroupVersionResource::of::<Pod>(), pods_gvr);
+    let dynamic = factory.informer_for(&pods_gvr);
+    assert!(Arc::ptr_eq(typed.informer(), typed_again.informer()));
+    assert!(Arc::ptr_eq(typed.informer(), &dynamic));
+    let widgets_gvr = GroupVersionResource::new("example.com", "v1", "widgets");
+    let widget_informer = factory.informer_for(&widgets_gvr);
+    assert_eq!(
+        *made.lock().unwrap(),
+        vec![
+            (pods_gvr.clone(), Some("ns-1".to_owned())),
+            (widgets_gvr.clone(), Some("ns-1".to_owned())),
+        ],
+        "one lister-watcher per resource, with the namespace"
+    );
+    assert!(!dynamic.is_started());
+
+    factory.start(&tokio::runtime::Handle::current());
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    assert_eq!(synced.len(), 2);
+    assert!(synced.values().all(|s| *s), "{synced:?}");
+    assert_eq!(dynamic.store().len(), 120);
+    assert_eq!(widget_informer.store().len(), 30);
+
+    // Typed reads share one decode cache per resource.
+    assert_eq!(typed.lister().list().unwrap().len(), 120);
+    assert_eq!(typed_again.lister().list().unwrap().len(), 120);
+    assert_eq!(typed.lister().decodes(), 120);
+
+    // Every list and watch carried the selectors and went through the tweak hook.
+    let log = log.lock().unwrap().clone();
+    assert!(log.iter().any(|(k, _, _)| *k == "list"));
+    assert!(log.iter().any(|(k, _, _)| *k == "watch"));
+    for (kind, label, field) in &log {
+        assert_eq!(label.as_deref(), Some("app=web"), "{kind}");
+        assert_eq!(
+            field.as_deref(),
+            Some("status.phase=Running,tweaked"),
+            "{kind}"
+        );
+    }
+    assert_eq!(tweaks.load(Ordering::SeqCst), log.len());
+
+    // An informer asked for after start waits for the next start.
+    let late = factory.informer_for(&GroupVersionResource::new("example.com", "v1", "gadgets"));
+    assert!(!late.is_started());
+    factory.start(&tokio::runtime::Handle::current());
+    assert!(late.is_started());
+    assert!(late.wait_for_cache_sync(Duration::from_secs(30)).await);
+
+    let f = Arc::new(factory);
+    let f2 = f.clone();
+    tokio::task::spawn_blocking(move || f2.shutdown())
+        .await
+        .unwrap();
+    let after = f.informer_for(&GroupVersionResource::new("", "v1", "nodes"));
+    f.start(&tokio::runtime::Handle::current());
+    assert!(!after.is_started(), "start after shutdown does nothing");
+    assert!(!after.wait_for_cache_sync_blocking(Duration::from_millis(10)));
+}
+
+#[test]
+fn wait_for_cache_sync_blocking_on_a_runtime_the_caller_owns() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pods = sim(40);
+    let factory =
+        SharedInformerFactory::new(move |_: &GroupVersionResource, _: Option<&str>| pods.clone());
+    let informer = factory.informer::<Pod>();
+    factory.start(runtime.handle());
+    let synced = factory.wait_for_cache_sync_blocking(Duration::from_secs(30));
+    assert_eq!(synced.get(&GroupVersionResource::of::<Pod>()), Some(&true));
+    assert_eq!(informer.lister().list().unwrap().len(), 40);
+    factory.shutdown();
+}
