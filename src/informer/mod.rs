@@ -480,7 +480,6 @@ impl<L: ListerWatcher> Informer<L> {
         let reflector_task = handle.spawn(async move {
             let _ = reflector.run().await;
         });
-        self.shared.resync.start();
         let resync_task = handle.spawn(self.shared.resync.clone().run(self.shared.fifo.clone()));
         let shared = self.shared.clone();
         let handle = handle.clone();

@@ -26,7 +26,7 @@ use crate::fifo::DeltaFifo;
 struct Entry {
     id: ListenerId,
     period: Duration,
-    /// `None` until the informer starts.
+    /// `None` until the resync task schedules it (on its own clock) after start.
     next: Option<Instant>,
 }
 
@@ -36,7 +36,6 @@ pub(super) struct Resync {
     /// Handlers due at the last resync: where sync updates go.
     syncing: ArcSwap<Vec<ListenerId>>,
     changed: Notify,
-    started: Mutex<bool>,
 }
 
 impl Resync {
@@ -45,7 +44,6 @@ impl Resync {
             entries: Mutex::new(Vec::new()),
             syncing: ArcSwap::from_pointee(Vec::new()),
             changed: Notify::new(),
-            started: Mutex::new(false),
         }
     }
 
@@ -58,9 +56,11 @@ impl Resync {
         if period.is_zero() {
             return;
         }
-        let started = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        let next = started.then(|| Instant::now() + period);
-        self.entries().push(Entry { id, period, next });
+        self.entries().push(Entry {
+            id,
+            period,
+            next: None,
+        });
         self.changed.notify_one();
     }
 
@@ -74,19 +74,8 @@ impl Resync {
         self.syncing.load_full()
     }
 
-    /// Starts every schedule from now; handlers added later start from their registration.
-    pub(super) fn start(&self) {
-        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        *started = true;
-        let now = Instant::now();
-        for e in self.entries().iter_mut() {
-            e.next.get_or_insert(now + e.period);
-        }
-        drop(started);
-        self.changed.notify_one();
-    }
-
-    /// The resync task: runs until the DeltaFIFO closes (or the task is aborted).
+    /// The resync task, started with the informer: runs until the DeltaFIFO closes (or the
+    /// task is aborted).
     pub(super) async fn run(self: Arc<Self>, fifo: DeltaFifo) {
         loop {
             if fifo.is_closed() {
@@ -95,7 +84,16 @@ impl Resync {
             let changed = self.changed.notified();
             let mut changed = std::pin::pin!(changed);
             changed.as_mut().enable();
-            let earliest = self.entries().iter().filter_map(|e| e.next).min();
+            // Handlers not scheduled yet (registered before start, or just now) start their
+            // period from here, on this task's clock (tokio's: paused time drives it).
+            let earliest = {
+                let now = Instant::now();
+                let mut entries = self.entries();
+                for e in entries.iter_mut() {
+                    e.next.get_or_insert(now + e.period);
+                }
+                entries.iter().filter_map(|e| e.next).min()
+            };
             match earliest {
                 Some(at) => {
                     tokio::select! {
