@@ -145,7 +145,7 @@ impl Sink {
                 .unwrap()
                 .record(self.now().saturating_sub(at).max(1));
         }
-        if local % BATCH as u64 == 0 {
+        if local.is_multiple_of(BATCH as u64) {
             self.counts[listener].store(local, Ordering::Release);
         }
     }
@@ -217,10 +217,13 @@ struct Setup {
     gate: Option<Sender<()>>,
 }
 
+/// One listener's work: count (and time) the notification's new object.
+type Handler = Box<dyn FnMut(&Arc<Object>) + Send>;
+
 fn setup(design: Design, listeners: usize, stalled: bool, latency: bool, n: usize) -> Setup {
     let sink = Sink::new(listeners, listeners + usize::from(stalled), n, latency);
     let (gate_tx, gate_rx) = stall_gate();
-    let mut handlers: Vec<Box<dyn FnMut(&Arc<Object>) + Send>> = (0..listeners)
+    let mut handlers: Vec<Handler> = (0..listeners)
         .map(|i| {
             let sink = sink.clone();
             let mut local = 0u64;

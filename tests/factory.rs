@@ -14,6 +14,9 @@ use k8s_pb::api::core::v1::Pod;
 /// What one request carried: (kind, labelSelector, fieldSelector).
 type Log = Arc<Mutex<Vec<(&'static str, Option<String>, Option<String>)>>>;
 
+/// The lister-watchers the factory asked for: (resource, namespace).
+type Made = Arc<Mutex<Vec<(GroupVersionResource, Option<String>)>>>;
+
 /// Records the options of every request, then asks the simulator without selectors (it
 /// rejects them with 400; a real server would filter).
 struct Recording {
@@ -64,7 +67,7 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     let pods = sim(120);
     let widgets = sim(30);
     let log: Log = Arc::default();
-    let made: Arc<Mutex<Vec<(GroupVersionResource, Option<String>)>>> = Arc::default();
+    let made: Made = Arc::default();
     let tweaks = Arc::new(AtomicUsize::new(0));
     let factory = {
         let (pods, widgets, log, made, tweaks) = (

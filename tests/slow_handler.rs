@@ -78,12 +78,15 @@ struct CheckState {
     latency: Histogram<u64>,
 }
 
+/// The test's side of a gate: "entered" notices and the sender that opens it when dropped.
+type GateHandles = (Receiver<()>, Sender<()>);
+
 impl Checker {
     fn new(
         published_at: Arc<Vec<AtomicU64>>,
         epoch: Instant,
         gated: bool,
-    ) -> (Self, Option<(Receiver<()>, Sender<()>)>) {
+    ) -> (Self, Option<GateHandles>) {
         let (gate, handles) = if gated {
             let (entered_tx, entered_rx) = bounded(1);
             let (open_tx, open_rx) = bounded(0);

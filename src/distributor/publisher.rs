@@ -31,6 +31,9 @@ struct Registry {
     shut_down: bool,
 }
 
+/// A listener whose `Block` channel was full, and the batch still to hand it.
+type Pending<'a, 'b> = (&'a Arc<Entry>, &'b Arc<[Notification]>);
+
 impl Default for Distributor {
     fn default() -> Self {
         Distributor::new()
@@ -179,7 +182,7 @@ impl Distributor {
     ) {
         // `load_full`, not a guard: a blocking send may hold it for long.
         let listeners = self.listeners.load_full();
-        let mut full: SmallVec<[(&Arc<Entry>, &Arc<[Notification]>); 4]> = SmallVec::new();
+        let mut full: SmallVec<[Pending<'_, 'b>; 4]> = SmallVec::new();
         for entry in listeners.iter() {
             let batch = pick(entry.listener.id());
             if !batch.is_empty() && !entry.offer(batch) {

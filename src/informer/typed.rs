@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -16,12 +16,13 @@ use crate::object::{DecodeError, Object, ObjectKey};
 const SHARDS: usize = 16;
 
 type Entry<K> = (Weak<Object>, Arc<K>);
+type Shard<K> = Mutex<HashMap<ObjectKey, Entry<K>>>;
 
 /// Typed values decoded from cached objects, keyed by object key and tied to the exact
 /// object version (`Arc<Object>` identity) they came from: a read of an unchanged object hands
 /// out the same `Arc<K>`; a new version is decoded once, by the first reader that asks.
 struct DecodeCache<K> {
-    shards: Box<[Mutex<HashMap<ObjectKey, Entry<K>>>]>,
+    shards: Box<[Shard<K>]>,
     hasher: foldhash::fast::RandomState,
     decodes: AtomicUsize,
 }
@@ -35,10 +36,8 @@ impl<K: prost::Message + Default> DecodeCache<K> {
         }
     }
 
-    fn shard(&self, key: &ObjectKey) -> &Mutex<HashMap<ObjectKey, Entry<K>>> {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        &self.shards[(h.finish() as usize) % SHARDS]
+    fn shard(&self, key: &ObjectKey) -> &Shard<K> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
     fn get(&self, obj: &Arc<Object>, live: usize) -> Result<Arc<K>, DecodeError> {
