@@ -9,6 +9,10 @@
 //! thread publishes the resulting *sync* updates (and the updates of a relist that found an
 //! object unchanged) to the syncing set only; real changes go to every handler.
 //!
+//! The syncing set stays until the next resync: an update that a relist found unchanged in
+//! between also goes to it (client-go keeps its set for one check period, with the same
+//! effect). Handlers with period zero are never in it.
+//!
 //! Unlike client-go, there is no fixed check period: a handler added after start keeps its own
 //! period even when it is shorter than every other (client-go raises it to the informer's
 //! check period).
