@@ -51,27 +51,45 @@ pub struct ReflectorMetrics {
     pub listed: AtomicBool,
 }
 
-/// A plain copy of [`ReflectorMetrics`] (see there for each field).
-#[allow(missing_docs)]
+/// A plain copy of [`ReflectorMetrics`], taken by [`ReflectorMetrics::snapshot`]; each field
+/// is the value of the same-named counter or gauge there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReflectorStats {
+    /// Complete lists delivered (paginated and streaming).
     pub lists: u64,
+    /// List pages fetched.
     pub list_pages: u64,
+    /// Lists after the first.
     pub relists: u64,
+    /// Streaming initial lists completed.
     pub watch_lists: u64,
+    /// Streaming lists that fell back to list + watch.
     pub watch_list_fallbacks: u64,
+    /// Lists served older than asked for, not applied.
     pub stale_lists: u64,
+    /// Watches opened.
     pub watches: u64,
+    /// Watches ended by the reflector's own deadline.
     pub watch_timeouts: u64,
+    /// Watch events received.
     pub events: u64,
+    /// Bookmarks received.
     pub bookmarks: u64,
+    /// Watch stream bytes received.
     pub watch_bytes: u64,
+    /// Errors reported to the error handler.
     pub errors: u64,
+    /// Backoff waits started.
     pub backoffs: u64,
+    /// Last resourceVersion delivered (numeric, 0 if none or not numeric).
     pub last_resource_version: u64,
+    /// Pre-jitter delay of the next backoff, milliseconds.
     pub backoff_ms: u64,
+    /// Length of the current or last backoff wait, milliseconds.
     pub last_backoff_ms: u64,
+    /// Waiting for a backoff right now.
     pub backing_off: bool,
+    /// The first list has been delivered.
     pub listed: bool,
 }
 
