@@ -268,7 +268,7 @@ impl EventHandler for Resyncing {
 async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     const OBJECTS: usize = 50;
     const SECONDS: usize = 100;
-    let sim = SimServer::new(sim_config(OBJECTS).bookmark_idle(None)).unwrap();
+    let sim = SimServer::new(sim_config(OBJECTS).bookmark_interval(None)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (gate_tx, gate_rx) = crossbeam::channel::bounded::<()>(0);
     let entered = Arc::new(AtomicBool::new(false));

@@ -542,13 +542,13 @@ async fn flow_control_keeps_history_between_list_and_watch() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn bookmarks_every_n_events_and_when_idle() {
+async fn bookmarks_every_n_events_and_every_interval() {
     for (what, t) in all_templates() {
         let sim = SimServer::new(
             SimConfig::new(t)
                 .target_objects(5)
                 .bookmark_every(10)
-                .bookmark_idle(Some(Duration::from_secs(2))),
+                .bookmark_interval(Some(Duration::from_secs(2))),
         )
         .unwrap();
         let start = sim.resource_version();
@@ -575,7 +575,7 @@ async fn bookmarks_every_n_events_and_when_idle() {
                 assert!(b.meta().annotations.is_empty(), "{what}");
             }
         }
-        // Idle: a bookmark at the current resourceVersion after 2 s (paused time).
+        // Interval: a bookmark at the current resourceVersion 2 s after the last one (paused time).
         let t0 = tokio::time::Instant::now();
         let idle = r.next().await.unwrap();
         assert!(matches!(idle, WatchEvent::Bookmark(_)), "{what}");

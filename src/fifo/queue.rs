@@ -13,6 +13,7 @@ use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
 use super::error::{PopError, TryPopError};
 use super::known::KnownObjects;
 use crate::object::{Object, ObjectKey};
+use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
 
 /// A transform applied to every object entering the queue from the producer (`add`, `update`,
 /// `delete`, `replace`), before it is queued; for example dropping `managedFields`
@@ -493,8 +494,6 @@ impl DeltaFifo {
     }
 }
 
-/// Appends `delta` to `key`'s deltas, queueing the key if it was not. Returns `true` when the
-/// queue was empty before.
 /// Queues a Deleted delta carrying a tombstone with the last known `obj` of `key` (a deletion
 /// detected by `replace`, not seen on the watch). Returns whether the queue was empty.
 fn enqueue_tombstone(inner: &mut Inner, key: ObjectKey, obj: Arc<Object>) -> bool {
@@ -512,6 +511,8 @@ fn enqueue_tombstone(inner: &mut Inner, key: ObjectKey, obj: Arc<Object>) -> boo
     )
 }
 
+/// Appends `delta` to `key`'s deltas, queueing the key if it was not. Returns `true` when the
+/// queue was empty before.
 fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
     let was_empty = inner.queue.is_empty();
     match inner.items.entry(key) {
@@ -522,6 +523,34 @@ fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
         }
     }
     was_empty
+}
+
+/// The reflector writes straight into the queue, as client-go's reflector into its DeltaFIFO:
+/// a list is a [`DeltaFifo::replace`], watch changes are [`DeltaFifo::add`] /
+/// [`DeltaFifo::update`] / [`DeltaFifo::delete`], bookmarks are ignored (the queue does not track
+/// versions). Fails with [`StoreClosed`] once the queue is closed, which stops the reflector.
+impl ReflectorStore for DeltaFifo {
+    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
+        if self.is_closed() {
+            return Err(StoreClosed);
+        }
+        DeltaFifo::replace(self, items, resource_version);
+        Ok(())
+    }
+
+    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed> {
+        if self.is_closed() {
+            return Err(StoreClosed);
+        }
+        for c in changes {
+            match c {
+                WatchChange::Added(o) => self.add(o),
+                WatchChange::Modified(o) => self.update(o),
+                WatchChange::Deleted(o) => self.delete(o),
+            }
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for DeltaFifo {

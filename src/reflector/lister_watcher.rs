@@ -37,11 +37,15 @@ pub struct WatchOptions {
     pub resource_version: String,
     /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
-    /// `timeoutSeconds`: the server closes the stream cleanly after this long.
+    /// `timeoutSeconds`: the server closes the stream cleanly after this long. The reflector
+    /// also stops reading after this long itself (client-go sets the same value as the HTTP
+    /// request's timeout), so a stalled connection cannot hold it forever.
     pub timeout: Option<Duration>,
     /// `sendInitialEvents=true&resourceVersionMatch=NotOlderThan` (streaming initial list): the
-    /// current state arrives as ADDED events, ended by a bookmark annotated
-    /// `k8s.io/initial-events-end: "true"`.
+    /// state at `resource_version` or newer (`""`: the most recent, read consistently) arrives
+    /// as ADDED events, ended by a bookmark annotated `k8s.io/initial-events-end: "true"`, then
+    /// the stream goes on live. A transport sends `resourceVersionMatch=NotOlderThan` whenever
+    /// this is set. Servers without the WatchList feature reject it (422 Invalid).
     pub send_initial_events: bool,
     /// `labelSelector`.
     pub label_selector: Option<String>,
@@ -56,12 +60,102 @@ pub enum ApiError {
     /// The server answered with an error `Status` (HTTP 4xx/5xx, e.g. 410 Expired, 429).
     #[error("API error {}: {} ({})", .0.code, .0.reason, .0.message)]
     Status(ApiStatus),
-    /// The connection failed or broke (refused, reset, TLS, timeout).
+    /// The connection failed or broke (refused, reset, TLS, timeout); see
+    /// [`TransportErrorKind`] for the distinctions the reflector makes.
     #[error("transport: {0}")]
-    Transport(String),
+    Transport(TransportError),
     /// The response body could not be decoded.
     #[error("decode: {0}")]
     Decode(#[from] crate::object::DecodeError),
+}
+
+impl ApiError {
+    /// A [`TransportErrorKind::ConnectionRefused`] error with `message`.
+    pub fn connection_refused(message: impl Into<String>) -> Self {
+        ApiError::Transport(TransportError::new(
+            TransportErrorKind::ConnectionRefused,
+            message,
+        ))
+    }
+
+    /// A [`TransportErrorKind::ConnectionReset`] error with `message`.
+    pub fn connection_reset(message: impl Into<String>) -> Self {
+        ApiError::Transport(TransportError::new(
+            TransportErrorKind::ConnectionReset,
+            message,
+        ))
+    }
+
+    /// The `Status` of an [`ApiError::Status`], `None` otherwise.
+    pub fn status(&self) -> Option<&ApiStatus> {
+        match self {
+            ApiError::Status(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The transport error kind of an [`ApiError::Transport`], `None` otherwise.
+    pub fn transport_kind(&self) -> Option<TransportErrorKind> {
+        match self {
+            ApiError::Transport(t) => Some(t.kind),
+            _ => None,
+        }
+    }
+}
+
+/// How a connection failed. client-go tells these apart
+/// (`apimachinery/pkg/util/net/util.go`: `IsConnectionRefused`, `IsProbableEOF`, `IsTimeout`;
+/// `apimachinery/pkg/watch/streamwatcher.go`), and so does the reflector:
+///
+/// | kind | opening a watch | in the middle of a watch stream |
+/// |---|---|---|
+/// | `ConnectionRefused` | back off, watch again (no relist) | as `ConnectionReset` |
+/// | `ConnectionReset` | back off, relist | the stream ended: watch again from the last resourceVersion |
+/// | `Timeout` | back off, relist | the stream ended: watch again from the last resourceVersion |
+/// | `Other` | back off, relist | back off, relist |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransportErrorKind {
+    /// Nothing listens at the address (`ECONNREFUSED`): the API server is most likely down or
+    /// restarting.
+    ConnectionRefused,
+    /// The connection was cut: reset by peer, broken pipe, unexpected EOF, an HTTP/2 stream
+    /// reset (what client-go calls a "probable EOF").
+    ConnectionReset,
+    /// A read or connect deadline passed.
+    Timeout,
+    /// Anything else (TLS, DNS, protocol errors).
+    Other,
+}
+
+impl std::fmt::Display for TransportErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TransportErrorKind::ConnectionRefused => "connection refused",
+            TransportErrorKind::ConnectionReset => "connection reset",
+            TransportErrorKind::Timeout => "timeout",
+            TransportErrorKind::Other => "transport error",
+        })
+    }
+}
+
+/// A failed connection: its [`TransportErrorKind`] and the underlying error's text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct TransportError {
+    /// What kind of failure.
+    pub kind: TransportErrorKind,
+    /// The underlying error's text (for logs).
+    pub message: String,
+}
+
+impl TransportError {
+    /// A transport error of `kind`.
+    pub fn new(kind: TransportErrorKind, message: impl Into<String>) -> Self {
+        TransportError {
+            kind,
+            message: message.into(),
+        }
+    }
 }
 
 /// A streamed response body: chunks of bytes as they arrive, cut anywhere.

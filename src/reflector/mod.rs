@@ -1,15 +1,34 @@
 //! The Reflector: lists and watches one resource through a [`ListerWatcher`] and feeds every
 //! change into a [`ReflectorStore`] (normally the DeltaFIFO). Upstream:
 //! `client-go/tools/cache/reflector.go`, `tools/cache/listwatch.go`, `tools/pager/pager.go`.
+//!
+//! - [`ListerWatcher`], [`Body`], [`ApiError`]: the contract with the other side (HTTP or the
+//!   simulator);
+//! - [`Reflector`]: the list/watch state machine and its recovery rules (the table is on the
+//!   type);
+//! - [`ReflectorError`]: what went wrong, by phase; [`ReflectorMetrics`]: what it has done;
+//! - [`Backoff`]: client-go's exponential backoff with jitter and reset.
 
 mod backoff;
+mod config;
+mod error;
 mod lister_watcher;
+mod metrics;
 #[allow(clippy::module_inception)]
 mod reflector;
+mod store;
+mod stream;
 
 pub use backoff::{Backoff, BackoffConfig};
-pub use lister_watcher::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
-pub use reflector::{
-    Reflector, ReflectorConfig, ReflectorError, ReflectorMetrics, ReflectorStore, StoreClosed,
-    WatchChange, WatchErrorHandler, is_expired, is_too_large_resource_version,
+pub use config::ReflectorConfig;
+pub use error::{
+    ReflectorError, StoreClosed, is_expired, is_internal_error, is_too_large_resource_version,
+    is_too_many_requests,
 };
+pub use lister_watcher::{
+    ApiError, Body, ListOptions, ListerWatcher, TransportError, TransportErrorKind, WatchOptions,
+    WatchResponse,
+};
+pub use metrics::{ReflectorMetrics, ReflectorStats};
+pub use reflector::{INITIAL_EVENTS_END, Reflector, WatchErrorHandler};
+pub use store::{ReflectorStore, WatchChange};

@@ -1,188 +1,100 @@
-//! The reflector's list/watch state machine. Upstream: `client-go/tools/cache/reflector.go`
-//! (`ListAndWatch`, `watchHandler`, `relistResourceVersion`) and `tools/pager/pager.go`.
+//! The reflector's list/watch state machine: one [`State`] enum and one `step` function.
+//! Upstream: `client-go/tools/cache/reflector.go` (`ListAndWatch`, `list`, `watchList`,
+//! `watch`, `handleAnyWatch`, `relistResourceVersion`, `rewatchResourceVersion`) and
+//! `tools/pager/pager.go`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::object::{
-    ApiStatus, DEFAULT_FRAME_LIMIT, DecodeError, Object, WatchDecoder, WatchEvent, decode_list,
-    parse_resource_version,
+    ApiStatus, Object, ObjectKey, WatchEvent, decode_list, parse_resource_version,
 };
 
-use super::backoff::{Backoff, BackoffConfig};
-use super::lister_watcher::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions};
+use super::backoff::Backoff;
+use super::config::ReflectorConfig;
+use super::error::{
+    ReflectorError, StoreClosed, is_too_many_requests, is_version_unavailable, is_watch_retriable,
+    retry_after,
+};
+use super::lister_watcher::{ApiError, ListOptions, ListerWatcher, WatchOptions};
+use super::metrics::ReflectorMetrics;
+use super::store::{ReflectorStore, WatchChange};
+use super::stream::{End, OpenWatch, Received};
 
-/// One change observed on a watch, in stream order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WatchChange {
-    /// ADDED.
-    Added(Arc<Object>),
-    /// MODIFIED.
-    Modified(Arc<Object>),
-    /// DELETED (the object's last state).
-    Deleted(Arc<Object>),
-}
-
-/// The store a reflector writes into (client-go's `Store` interface as the reflector uses it:
-/// `Replace` after a list, `Add`/`Update`/`Delete` per watch event). The DeltaFIFO implements
-/// it; so can anything else (a plain store, a test recorder).
-pub trait ReflectorStore: Send + Sync {
-    /// The complete state at `resource_version`, replacing everything (relist).
-    ///
-    /// # Errors
-    /// [`StoreClosed`] when the consumer has gone: the reflector stops.
-    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed>;
-
-    /// Watch changes, oldest first, as one batch (one decoded chunk of the stream).
-    ///
-    /// # Errors
-    /// [`StoreClosed`] when the consumer has gone.
-    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed>;
-
-    /// A bookmark: nothing changed up to `resource_version`. Default: ignored.
-    fn bookmark(&self, resource_version: &str) {
-        let _ = resource_version;
-    }
-}
-
-/// The store a reflector writes into was closed; the reflector stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the reflector's store is closed")]
-pub struct StoreClosed;
-
-/// Reflector errors, named by the phase they happened in (each is also reported to the watch
-/// error handler before the reflector recovers from it).
-#[derive(Debug, thiserror::Error)]
-pub enum ReflectorError {
-    /// A list request failed (the reflector backs off and lists again).
-    #[error("list with resourceVersion={resource_version:?} failed")]
-    ListFailed {
-        /// The resourceVersion the list asked for.
-        resource_version: String,
-        /// Why.
-        #[source]
-        source: ApiError,
-    },
-    /// Opening a watch failed.
-    #[error("starting a watch from resourceVersion {resource_version} failed")]
-    WatchStartFailed {
-        /// The resourceVersion the watch started from.
-        resource_version: String,
-        /// Why.
-        #[source]
-        source: ApiError,
-    },
-    /// The server sent an ERROR event (e.g. 410 Gone: the resourceVersion is too old).
-    #[error("watch ended with an error event: {} {} ({})", .0.code, .0.reason, .0.message)]
-    WatchErrorEvent(ApiStatus),
-    /// The server closed a watch within a second of opening it, with no event: the reflector
-    /// backs off before watching again (client-go "very short watch").
-    #[error(
-        "very short watch from resourceVersion {resource_version}: closed within a second with no event"
-    )]
-    VeryShortWatch {
-        /// The resourceVersion the watch started from.
-        resource_version: String,
-    },
-    /// The watch stream broke or held bytes that do not decode (the reflector relists).
-    #[error("watch stream failed")]
-    WatchStreamFailed(#[source] ApiError),
-}
-
-impl From<DecodeError> for ReflectorError {
-    fn from(e: DecodeError) -> Self {
-        ReflectorError::WatchStreamFailed(ApiError::Decode(e))
-    }
-}
-
-/// Reflector settings. Defaults follow client-go.
-#[derive(Clone, Debug)]
-pub struct ReflectorConfig {
-    /// Items per list page (`limit`): 500, as client-go's pager.
-    pub page_size: u32,
-    /// Watch timeouts are drawn from `[min_watch_timeout, 2 × min_watch_timeout)`: 5 min.
-    pub min_watch_timeout: Duration,
-    /// Backoff between failed attempts.
-    pub backoff: BackoffConfig,
-    /// `labelSelector` for lists and watches.
-    pub label_selector: Option<String>,
-    /// `fieldSelector` for lists and watches.
-    pub field_selector: Option<String>,
-    /// Largest accepted watch frame or JSON line, bytes: 16 MiB.
-    pub frame_limit: usize,
-}
-
-impl Default for ReflectorConfig {
-    fn default() -> Self {
-        ReflectorConfig {
-            page_size: 500,
-            min_watch_timeout: Duration::from_secs(300),
-            backoff: BackoffConfig::default(),
-            label_selector: None,
-            field_selector: None,
-            frame_limit: DEFAULT_FRAME_LIMIT,
-        }
-    }
-}
-
-/// Counters a reflector keeps (all monotonically increasing except the gauges).
-#[derive(Debug, Default)]
-pub struct ReflectorMetrics {
-    /// Complete lists (all pages) delivered to the store.
-    pub lists: AtomicU64,
-    /// List pages fetched.
-    pub list_pages: AtomicU64,
-    /// Lists after the first one.
-    pub relists: AtomicU64,
-    /// Watches opened.
-    pub watches: AtomicU64,
-    /// Watch events received (ADDED/MODIFIED/DELETED/BOOKMARK).
-    pub events: AtomicU64,
-    /// Bookmarks received.
-    pub bookmarks: AtomicU64,
-    /// Bytes of watch stream received.
-    pub watch_bytes: AtomicU64,
-    /// Errors reported to the error handler.
-    pub errors: AtomicU64,
-    /// Last resourceVersion synced (numeric; 0 when not numeric or none yet). Gauge.
-    pub last_resource_version: AtomicU64,
-    /// Current pre-jitter backoff delay in milliseconds. Gauge.
-    pub backoff_ms: AtomicU64,
-    /// True once the first list has been delivered.
-    pub listed: AtomicBool,
-}
+/// The annotation on the bookmark that ends a streaming initial list
+/// (`metav1.InitialEventsAnnotationKey`).
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// A hook told of every error the reflector recovers from (client-go `WatchErrorHandler`).
 pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
 /// What the state machine does next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
-    /// List everything at this resourceVersion, then watch.
+enum State<B> {
+    /// List everything at this resourceVersion (paginated for `"0"`/`""`), then watch.
     List { resource_version: String },
-    /// Watch from this resourceVersion.
+    /// Stream the state at this resourceVersion or newer (`""`: the most recent) as a
+    /// watch with `sendInitialEvents`, then go on with that watch.
+    WatchList { resource_version: String },
+    /// Open a watch from this resourceVersion.
     Watch { resource_version: String },
+    /// Read an open watch until it ends.
+    Stream(Box<OpenWatch<B>>),
     /// Wait, then go on with the inner state.
-    Backoff { delay: Duration, then: Box<State> },
+    Backoff {
+        delay: Duration,
+        then: Box<State<B>>,
+    },
 }
 
 /// Lists then watches one resource through a [`ListerWatcher`], writing into a
-/// [`ReflectorStore`], recovering from every failure the way client-go does:
+/// [`ReflectorStore`], and recovers from every failure the way client-go does.
 ///
-/// - first list at `resourceVersion=0` (API server cache), paginated with `limit`/`continue`;
-///   a `continue` token that expired (410 on a later page) falls back to one full list;
-/// - watch from the list's resourceVersion with bookmarks and a random timeout; bookmarks only
-///   advance the resourceVersion; a clean close re-watches from the last resourceVersion;
-/// - watch 410 Gone/Expired → relist at the last synced resourceVersion; only if that list
-///   answers Expired or "Too large resource version" is `resourceVersion=""` used;
-/// - connection failures and 429 (honouring `retryAfterSeconds`) when opening a watch: back
-///   off and watch again without relisting; other failures (5xx, bad bytes) back off and
-///   relist; a watch closed within a second with no event is a "very short watch": back off
-///   and watch again;
-/// - every retry waits for the backoff (800 ms doubling to 30 s with jitter, restarting after
-///   2 min without failure), so no server answer can make it spin;
-/// - the resourceVersion it reports never moves backwards.
+/// # Phases
+/// - **List** (`ListAndWatch` → `list`): the first list asks for `resourceVersion=0` (served
+///   from the API server's cache), paginated with `limit`/`continue` (500 a page); a `continue`
+///   token that expired (410 on a later page) falls back to one unpaginated list at the same
+///   resourceVersion. A relist asks for the last resourceVersion delivered, unpaginated so the
+///   API server can serve it from its watch cache (paginated again if the first list came back
+///   paginated: that server has no watch cache).
+/// - **Streaming list** (`watchList`, when [`ReflectorConfig::use_watch_list`]): a watch with
+///   `sendInitialEvents=true&resourceVersionMatch=NotOlderThan` from the last resourceVersion
+///   (`""` at first); its ADDED events build the state, which is delivered with `replace` at the
+///   bookmark annotated `k8s.io/initial-events-end: "true"`; the same watch then goes on live.
+///   A server that rejects it (422 without the WatchList feature) or a stream that fails or ends
+///   before that bookmark → list + watch.
+/// - **Watch** (`watch`): from the last resourceVersion, `allowWatchBookmarks=true`, a timeout
+///   drawn from `[min, 2·min)` (5–10 min), which is also the reflector's own read deadline: a
+///   stalled connection is dropped at it. Bookmarks only advance the resourceVersion.
+///
+/// # Recovery
+/// | what happened | next |
+/// |---|---|
+/// | watch closed by the server, cut (reset), or timed out | watch again from the last resourceVersion, at once |
+/// | watch closed within 1 s with no event ("very short watch") | backoff, relist |
+/// | ERROR event 410 Expired | backoff, relist at the last resourceVersion (never `""` first) |
+/// | ERROR event 429 | backoff (at least `retryAfterSeconds`), watch again |
+/// | ERROR event, anything else; bytes that do not decode; frame over the limit | backoff, relist |
+/// | opening a watch: connection refused or 429 | backoff (at least `retryAfterSeconds`), watch again |
+/// | opening a watch: anything else | backoff, relist |
+/// | list: Expired or "too large resource version" (cause or old Timeout message) | list again at once with `""` |
+/// | list served older than asked for (a lagging cache) | not applied; list again at once with `""` |
+/// | list: anything else | backoff (at least `retryAfterSeconds`), list again |
+///
+/// The backoff is client-go's: 800 ms doubling to 30 s, each delay plus up to 100 % jitter,
+/// back to 800 ms after 2 min without a failure. Every retry that is not "at once" above waits
+/// for it, so no answer of a server can make the reflector spin.
+///
+/// # Consistency
+/// The resourceVersions the reflector passes to its store never go backwards: a list or
+/// streaming list served at an older version than the one asked for, or than the last one
+/// delivered, is reported ([`ReflectorError::StaleList`]) and not applied; watch events older
+/// than the last delivered version do not move it back.
+///
+/// Differences from client-go, each to make progress where client-go could loop: a streaming
+/// list that ends before its end bookmark falls back to list + watch (client-go streams again);
+/// a stale list is rejected (client-go applies it).
 pub struct Reflector<L: ListerWatcher> {
     lw: Arc<L>,
     store: Arc<dyn ReflectorStore>,
@@ -190,10 +102,14 @@ pub struct Reflector<L: ListerWatcher> {
     metrics: Arc<ReflectorMetrics>,
     error_handler: Option<WatchErrorHandler>,
     backoff: Backoff,
-    /// Last resourceVersion synced with the store ("" before the first list).
+    /// Last resourceVersion delivered to the store ("" before the first list).
     last_rv: String,
-    /// Set when a list at `last_rv` answered Expired/TooLarge: the next list uses "".
+    /// A list or streaming list at `last_rv` answered Expired/TooLarge/stale: the next one asks
+    /// for "" (client-go `isLastSyncResourceVersionUnavailable`).
     last_rv_unavailable: bool,
+    /// The first list (at "0") came back paginated: the server has no watch cache, so relists
+    /// stay paginated (client-go `paginatedResult`).
+    paginated_result: bool,
     rng: fastrand::Rng,
 }
 
@@ -201,24 +117,36 @@ impl<L: ListerWatcher> std::fmt::Debug for Reflector<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reflector")
             .field("last_resource_version", &self.last_rv)
+            .field(
+                "last_resource_version_unavailable",
+                &self.last_rv_unavailable,
+            )
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
 
 impl<L: ListerWatcher> Reflector<L> {
-    /// A reflector feeding `store` from `lw`.
+    /// A reflector feeding `store` from `lw`. Nothing happens until [`Reflector::run`].
     pub fn new(lw: Arc<L>, store: Arc<dyn ReflectorStore>, config: ReflectorConfig) -> Self {
+        let (backoff, rng) = match config.seed {
+            Some(seed) => (
+                Backoff::with_seed(config.backoff.clone(), seed),
+                fastrand::Rng::with_seed(seed.rotate_left(17) ^ 0x5eed),
+            ),
+            None => (Backoff::new(config.backoff.clone()), fastrand::Rng::new()),
+        };
         Reflector {
             lw,
             store,
-            backoff: Backoff::new(config.backoff.clone()),
+            backoff,
             config,
             metrics: Arc::default(),
             error_handler: None,
             last_rv: String::new(),
             last_rv_unavailable: false,
-            rng: fastrand::Rng::new(),
+            paginated_result: false,
+            rng,
         }
     }
 
@@ -234,34 +162,60 @@ impl<L: ListerWatcher> Reflector<L> {
         self.metrics.clone()
     }
 
-    /// The last resourceVersion synced with the store.
+    /// The last resourceVersion delivered to the store (client-go `LastSyncResourceVersion`).
     pub fn last_sync_resource_version(&self) -> &str {
         &self.last_rv
     }
 
-    /// Runs until the store closes. Cancel the future (or drop it) to stop earlier; it is
-    /// cancel safe: the store only ever sees whole batches.
+    /// Runs until the store closes. Drop the future to stop earlier.
     ///
     /// # Errors
     /// Only [`StoreClosed`]: every other failure is reported to the error handler and
     /// recovered from.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the store only ever sees whole batches.
     pub async fn run(mut self) -> Result<(), StoreClosed> {
-        let mut state = State::List {
-            resource_version: "0".to_owned(),
-        };
+        let mut state = self.relist();
         loop {
             state = self.step(state).await?;
         }
     }
 
-    fn report(&self, err: &ReflectorError) {
-        self.metrics.errors.fetch_add(1, Ordering::Relaxed);
-        if let Some(h) = &self.error_handler {
-            h(err);
+    /// One transition of the state machine.
+    async fn step(&mut self, state: State<L::Body>) -> Result<State<L::Body>, StoreClosed> {
+        match state {
+            State::Backoff { delay, then } => {
+                self.metrics.backing_off.store(true, Ordering::Relaxed);
+                tokio::time::sleep(delay).await;
+                self.metrics.backing_off.store(false, Ordering::Relaxed);
+                Ok(*then)
+            }
+            State::List { resource_version } => self.list(resource_version).await,
+            State::WatchList { resource_version } => self.watch_list(resource_version).await,
+            State::Watch { resource_version } => Ok(self.watch(resource_version).await),
+            State::Stream(open) => self.stream(open).await,
         }
     }
 
-    /// The resourceVersion to relist at (client-go `relistResourceVersion`).
+    // ----- resourceVersions --------------------------------------------------------------
+
+    /// Where a (re)list starts: a streaming list or a list, at the right resourceVersion
+    /// (client-go: the start of `ListAndWatch`).
+    fn relist(&self) -> State<L::Body> {
+        if self.config.use_watch_list {
+            State::WatchList {
+                resource_version: self.rewatch_resource_version(),
+            }
+        } else {
+            State::List {
+                resource_version: self.relist_resource_version(),
+            }
+        }
+    }
+
+    /// The resourceVersion to list at (client-go `relistResourceVersion`): `""` after the last
+    /// one was unavailable, `"0"` before anything was delivered, else the last one.
     fn relist_resource_version(&self) -> String {
         if self.last_rv_unavailable {
             String::new()
@@ -272,100 +226,142 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
-    /// Records `rv` as synced unless it would move the resourceVersion backwards.
-    fn advance(&mut self, rv: &str) {
-        match (
-            parse_resource_version(rv),
-            parse_resource_version(&self.last_rv),
-        ) {
-            (Some(new), Some(old)) if new < old => {}
-            _ if rv.is_empty() => {}
-            (new, _) => {
-                self.last_rv = rv.to_owned();
-                self.metrics
-                    .last_resource_version
-                    .store(new.unwrap_or(0), Ordering::Relaxed);
-            }
+    /// The resourceVersion to stream a list from (client-go `rewatchResourceVersion`): `""`
+    /// (most recent, consistent) at first or after the last one was unavailable.
+    fn rewatch_resource_version(&self) -> String {
+        if self.last_rv_unavailable {
+            String::new()
+        } else {
+            self.last_rv.clone()
         }
     }
 
-    fn backoff_then(&mut self, then: State, at_least: Option<Duration>) -> State {
+    /// `Some(reason)` when `served` is older than `requested` (a specific version) or than the
+    /// last delivered version: delivering it would move the store back in time. Versions that
+    /// are not numbers cannot be ordered and pass.
+    fn goes_back(&self, requested: &str, served: &str) -> bool {
+        let Some(served) = parse_resource_version(served) else {
+            return false;
+        };
+        let older_than = |rv: &str| parse_resource_version(rv).is_some_and(|r| served < r);
+        older_than(requested) || older_than(&self.last_rv)
+    }
+
+    /// Records `rv` as delivered after a list: the caller checked it does not go back.
+    fn set_listed(&mut self, rv: &str) {
+        self.last_rv = rv.to_owned();
+        self.last_rv_unavailable = false;
+        self.metrics
+            .last_resource_version
+            .store(parse_resource_version(rv).unwrap_or(0), Ordering::Relaxed);
+        if self.metrics.listed.swap(true, Ordering::Relaxed) {
+            ReflectorMetrics::inc(&self.metrics.relists);
+        }
+        ReflectorMetrics::inc(&self.metrics.lists);
+    }
+
+    /// Records `rv` (from a watch event) unless it would move the resourceVersion backwards.
+    fn advance(&mut self, rv: &str) {
+        if rv.is_empty() {
+            return;
+        }
+        let new = parse_resource_version(rv);
+        if let (Some(new), Some(old)) = (new, parse_resource_version(&self.last_rv))
+            && new < old
+        {
+            return;
+        }
+        self.last_rv = rv.to_owned();
+        self.metrics
+            .last_resource_version
+            .store(new.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    // ----- errors and backoff ------------------------------------------------------------
+
+    fn report(&self, err: &ReflectorError) {
+        ReflectorMetrics::inc(&self.metrics.errors);
+        if let Some(h) = &self.error_handler {
+            h(err);
+        }
+    }
+
+    /// Waits for the backoff (at least `at_least`), then goes on with `then`.
+    fn backoff_then(&mut self, then: State<L::Body>, at_least: Option<Duration>) -> State<L::Body> {
         let mut delay = self.backoff.failure();
         if let Some(min) = at_least {
             delay = delay.max(min);
         }
+        ReflectorMetrics::inc(&self.metrics.backoffs);
         self.metrics
             .backoff_ms
             .store(self.backoff.current().as_millis() as u64, Ordering::Relaxed);
+        self.metrics
+            .last_backoff_ms
+            .store(delay.as_millis() as u64, Ordering::Relaxed);
         State::Backoff {
             delay,
             then: Box::new(then),
         }
     }
 
-    /// One transition of the state machine.
-    async fn step(&mut self, state: State) -> Result<State, StoreClosed> {
-        match state {
-            State::Backoff { delay, then } => {
-                tokio::time::sleep(delay).await;
-                Ok(*then)
-            }
-            State::List { resource_version } => Ok(self.list(resource_version).await?),
-            State::Watch { resource_version } => Ok(self.watch(resource_version).await?),
-        }
-    }
+    // ----- list --------------------------------------------------------------------------
 
-    /// Options of the first page. As client-go's reflector: paginated for `"0"` and `""`; a
-    /// relist at a specific resourceVersion is not paginated, so the API server can serve it
-    /// from its watch cache instead of etcd (no thundering herd after an upgrade).
+    /// Options of the first page (client-go `list`): paginated for `"0"` and `""`; a relist at
+    /// a specific resourceVersion is not paginated, so the API server can serve it from its
+    /// watch cache instead of etcd, unless the first list showed there is no watch cache.
     fn list_options(&self, rv: &str) -> ListOptions {
         let specific = !rv.is_empty() && rv != "0";
+        let paginate = self.config.page_size > 0 && (!specific || self.paginated_result);
         ListOptions {
             resource_version: Some(rv.to_owned()),
             resource_version_match: None,
-            limit: (!specific).then_some(self.config.page_size),
+            limit: paginate.then_some(self.config.page_size),
             continue_token: None,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
         }
     }
 
-    /// Fetches every page; on an expired continue token, one full unpaginated list.
-    async fn list_all(&self, rv: &str) -> Result<(Vec<Arc<Object>>, String), ApiError> {
+    /// Fetches every page (client-go `pager.List`); on an expired continue token, one
+    /// unpaginated list at the same resourceVersion. Returns the items, the list's
+    /// resourceVersion and whether it came in more than one page.
+    async fn list_all(&self, rv: &str) -> Result<(Vec<Arc<Object>>, String, bool), ApiError> {
         let mut opts = self.list_options(rv);
         let mut items = Vec::new();
-        let mut page = 0u32;
+        let mut pages = 0u32;
         loop {
             let body = match self.lw.list(&opts).await {
                 Ok(b) => b,
-                Err(ApiError::Status(s)) if page > 0 && s.code == 410 => {
+                Err(ApiError::Status(s)) if pages > 0 && s.reason == "Expired" => {
                     // The continue token expired: fall back to one full list (pager.go).
                     let full = ListOptions {
                         limit: None,
                         continue_token: None,
                         ..self.list_options(rv)
                     };
-                    items.clear();
                     let body = self.lw.list(&full).await?;
-                    self.metrics.list_pages.fetch_add(1, Ordering::Relaxed);
+                    ReflectorMetrics::inc(&self.metrics.list_pages);
                     let list = decode_list(body)?;
-                    items.extend(list.items.into_iter().map(Arc::new));
-                    return Ok((items, list.resource_version));
+                    let items = list.items.into_iter().map(Arc::new).collect();
+                    return Ok((items, list.resource_version, true));
                 }
                 Err(e) => return Err(e),
             };
-            self.metrics.list_pages.fetch_add(1, Ordering::Relaxed);
+            ReflectorMetrics::inc(&self.metrics.list_pages);
             let list = decode_list(body)?;
             if items.is_empty() {
+                // `remainingItemCount` is the server's word, not a length we allocate from
+                // unchecked: capped.
                 items.reserve(
                     list.items.len()
-                        + list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 20) as usize,
+                        + list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 16) as usize,
                 );
             }
             items.extend(list.items.into_iter().map(Arc::new));
-            page += 1;
+            pages += 1;
             if list.continue_token.is_empty() {
-                return Ok((items, list.resource_version));
+                return Ok((items, list.resource_version, pages > 1));
             }
             opts.continue_token = Some(list.continue_token);
             // Later pages are served at the first page's version, named by the token.
@@ -374,181 +370,316 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
-    async fn list(&mut self, rv: String) -> Result<State, StoreClosed> {
-        match self.list_all(&rv).await {
-            Ok((items, list_rv)) => {
-                self.store.replace(items, &list_rv)?;
-                if self.metrics.listed.swap(true, Ordering::Relaxed) {
-                    self.metrics.relists.fetch_add(1, Ordering::Relaxed);
+    async fn list(&mut self, rv: String) -> Result<State<L::Body>, StoreClosed> {
+        let mut rv = rv;
+        loop {
+            // An Expired/TooLarge/stale answer for a specific version is retried at once with
+            // "" (client-go retries immediately); on "" it waits for the backoff.
+            let retry_now = !rv.is_empty();
+            match self.list_all(&rv).await {
+                Ok((items, served, paginated)) => {
+                    if self.goes_back(&rv, &served) {
+                        ReflectorMetrics::inc(&self.metrics.stale_lists);
+                        self.report(&ReflectorError::StaleList {
+                            requested: rv.clone(),
+                            served,
+                            synced: self.last_rv.clone(),
+                        });
+                        self.last_rv_unavailable = true;
+                        if retry_now {
+                            rv = String::new();
+                            continue;
+                        }
+                        let next = self.relist();
+                        return Ok(self.backoff_then(next, None));
+                    }
+                    if rv == "0" && paginated {
+                        self.paginated_result = true;
+                    }
+                    self.store.replace(items, &served)?;
+                    self.set_listed(&served);
+                    return Ok(State::Watch {
+                        resource_version: self.last_rv.clone(),
+                    });
                 }
-                self.metrics.lists.fetch_add(1, Ordering::Relaxed);
-                self.last_rv_unavailable = false;
-                // A list is the truth at its version, even if older than a bookmark seen.
-                self.last_rv = String::new();
-                self.advance(&list_rv);
-                Ok(State::Watch {
-                    resource_version: self.last_rv.clone(),
-                })
-            }
-            Err(source) => {
-                if let ApiError::Status(s) = &source
-                    && (is_expired(s) || is_too_large_resource_version(s))
-                {
-                    self.last_rv_unavailable = true;
+                Err(source) => {
+                    let unavailable = is_version_unavailable(&source);
+                    let wait = retry_after(&source);
+                    self.report(&ReflectorError::ListFailed {
+                        resource_version: rv.clone(),
+                        source,
+                    });
+                    if unavailable {
+                        self.last_rv_unavailable = true;
+                        if retry_now {
+                            rv = String::new();
+                            continue;
+                        }
+                    }
+                    let next = self.relist();
+                    return Ok(self.backoff_then(next, wait));
                 }
-                self.report(&ReflectorError::ListFailed {
-                    resource_version: rv,
-                    source,
-                });
-                let next = State::List {
-                    resource_version: self.relist_resource_version(),
-                };
-                Ok(self.backoff_then(next, None))
             }
         }
     }
 
-    fn watch_options(&mut self, rv: &str) -> WatchOptions {
-        // `timeoutSeconds` is whole seconds, drawn from [min, 2 × min), at least 1.
+    // ----- streaming list ----------------------------------------------------------------
+
+    /// `timeoutSeconds` for a watch: whole seconds drawn from `[min, 2 × min)`, at least 1.
+    fn watch_timeout(&mut self) -> Duration {
         let min = self.config.min_watch_timeout.as_secs_f64();
         let secs = (min * (1.0 + self.rng.f64())) as u64;
+        Duration::from_secs(secs.max(1))
+    }
+
+    fn watch_options(&mut self, rv: &str, send_initial_events: bool) -> WatchOptions {
         WatchOptions {
             resource_version: rv.to_owned(),
             allow_watch_bookmarks: true,
-            timeout: Some(Duration::from_secs(secs.max(1))),
-            send_initial_events: false,
+            timeout: Some(self.watch_timeout()),
+            send_initial_events,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
         }
     }
 
-    async fn watch(&mut self, rv: String) -> Result<State, StoreClosed> {
-        let opts = self.watch_options(&rv);
+    /// Recovery from a failed streaming list (client-go `isErrorRetriableWithSideEffectsFn`):
+    /// refused/429 → backoff and stream again; Expired/TooLarge → stream again at once from
+    /// `""`; anything else → list + watch at once.
+    fn after_watch_list_failure(&mut self, rv: String, source: ApiError) -> State<L::Body> {
+        let retriable = is_watch_retriable(&source);
+        let unavailable = is_version_unavailable(&source);
+        let wait = retry_after(&source);
+        self.report(&ReflectorError::WatchListFailed {
+            resource_version: rv.clone(),
+            source,
+        });
+        if retriable {
+            let next = State::WatchList {
+                resource_version: rv,
+            };
+            return self.backoff_then(next, wait);
+        }
+        if unavailable && !rv.is_empty() {
+            self.last_rv_unavailable = true;
+            return State::WatchList {
+                resource_version: String::new(),
+            };
+        }
+        self.fall_back_to_list()
+    }
+
+    fn fall_back_to_list(&mut self) -> State<L::Body> {
+        ReflectorMetrics::inc(&self.metrics.watch_list_fallbacks);
+        State::List {
+            resource_version: self.relist_resource_version(),
+        }
+    }
+
+    async fn watch_list(&mut self, rv: String) -> Result<State<L::Body>, StoreClosed> {
+        let opts = self.watch_options(&rv, true);
+        let timeout = opts.timeout.unwrap_or(self.config.min_watch_timeout);
         let resp = match self.lw.watch(&opts).await {
             Ok(r) => r,
-            Err(source) => {
-                let next = match &source {
-                    ApiError::Status(s) if is_expired(s) => State::List {
-                        resource_version: self.relist_resource_version(),
-                    },
-                    ApiError::Status(s) if s.code == 429 => {
-                        let wait = s
-                            .retry_after_seconds
-                            .map(|r| Duration::from_secs(r.max(0) as u64));
-                        let next = State::Watch {
-                            resource_version: rv.clone(),
-                        };
-                        self.report(&ReflectorError::WatchStartFailed {
-                            resource_version: rv,
-                            source,
-                        });
-                        return Ok(self.backoff_then(next, wait));
+            Err(source) => return Ok(self.after_watch_list_failure(rv, source)),
+        };
+        ReflectorMetrics::inc(&self.metrics.watches);
+        let mut open = Box::new(OpenWatch::new(
+            resp,
+            rv.clone(),
+            timeout,
+            self.config.frame_limit,
+        ));
+        let mut state: BTreeMap<ObjectKey, Arc<Object>> = BTreeMap::new();
+        loop {
+            let events = match open.next(&self.metrics).await {
+                Received::Events(events) => events,
+                Received::Ended(end) => {
+                    if let End::TimedOut = end {
+                        ReflectorMetrics::inc(&self.metrics.watch_timeouts);
                     }
-                    ApiError::Transport(_) => State::Watch {
-                        resource_version: rv.clone(),
-                    },
-                    _ => State::List {
-                        resource_version: self.relist_resource_version(),
-                    },
-                };
+                    let events = open.events;
+                    return Ok(match end {
+                        End::Failed(source) | End::Cut(source) => {
+                            self.after_watch_list_failure(rv, source)
+                        }
+                        End::Closed | End::TimedOut => {
+                            self.report(&if open.was_very_short() {
+                                ReflectorError::VeryShortWatch {
+                                    resource_version: rv,
+                                }
+                            } else {
+                                ReflectorError::WatchListIncomplete {
+                                    resource_version: rv,
+                                    events,
+                                }
+                            });
+                            self.fall_back_to_list()
+                        }
+                    });
+                }
+            };
+            let mut events = events.into_iter();
+            let mut end_rv = None;
+            for ev in events.by_ref() {
+                match ev {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                        state.insert(o.key(), Arc::new(o));
+                    }
+                    WatchEvent::Deleted(o) => {
+                        state.remove(&o.key());
+                    }
+                    WatchEvent::Bookmark(o) => {
+                        ReflectorMetrics::inc(&self.metrics.bookmarks);
+                        if o.meta()
+                            .annotations
+                            .get(INITIAL_EVENTS_END)
+                            .map(String::as_str)
+                            == Some("true")
+                        {
+                            end_rv = Some(o.resource_version().to_owned());
+                            break;
+                        }
+                    }
+                    WatchEvent::Error(status) => {
+                        return Ok(self.after_watch_list_failure(rv, ApiError::Status(status)));
+                    }
+                }
+            }
+            let Some(served) = end_rv else { continue };
+            if self.goes_back(&rv, &served) {
+                ReflectorMetrics::inc(&self.metrics.stale_lists);
+                self.report(&ReflectorError::StaleList {
+                    requested: rv.clone(),
+                    served,
+                    synced: self.last_rv.clone(),
+                });
+                self.last_rv_unavailable = true;
+                return Ok(if rv.is_empty() {
+                    let next = self.relist();
+                    self.backoff_then(next, None)
+                } else {
+                    State::WatchList {
+                        resource_version: String::new(),
+                    }
+                });
+            }
+            self.store.replace(state.into_values().collect(), &served)?;
+            self.set_listed(&served);
+            ReflectorMetrics::inc(&self.metrics.watch_lists);
+            // The same watch goes on live: events that came after the bookmark in this chunk
+            // first.
+            let rest: Vec<WatchEvent> = events.collect();
+            if !rest.is_empty()
+                && let Some(status) = self.handle_events(rest)?
+            {
+                return Ok(self.after_error_event(status));
+            }
+            return Ok(State::Stream(open));
+        }
+    }
+
+    // ----- watch -------------------------------------------------------------------------
+
+    async fn watch(&mut self, rv: String) -> State<L::Body> {
+        let opts = self.watch_options(&rv, false);
+        let timeout = opts.timeout.unwrap_or(self.config.min_watch_timeout);
+        match self.lw.watch(&opts).await {
+            Ok(resp) => {
+                ReflectorMetrics::inc(&self.metrics.watches);
+                State::Stream(Box::new(OpenWatch::new(
+                    resp,
+                    rv,
+                    timeout,
+                    self.config.frame_limit,
+                )))
+            }
+            Err(source) => {
+                let retriable = is_watch_retriable(&source);
+                let wait = retry_after(&source);
                 self.report(&ReflectorError::WatchStartFailed {
-                    resource_version: rv,
+                    resource_version: rv.clone(),
                     source,
                 });
-                return Ok(self.backoff_then(next, None));
-            }
-        };
-        self.metrics.watches.fetch_add(1, Ordering::Relaxed);
-        let mut body = resp.body;
-        let mut decoder = WatchDecoder::new(resp.format, self.config.frame_limit);
-        let mut healthy = false;
-        let opened = tokio::time::Instant::now();
-        loop {
-            let chunk = match body.next_chunk().await {
-                Some(Ok(c)) => c,
-                Some(Err(e)) => {
-                    self.report(&ReflectorError::WatchStreamFailed(e));
-                    // A broken connection: watch again from where we are (client-go retries
-                    // the watch unless the error says the version is gone).
-                    let next = State::Watch {
-                        resource_version: self.last_rv.clone(),
-                    };
-                    // client-go backs off before every retry; the backoff itself restarts from
-                    // 800 ms after 2 min without a failure.
-                    return Ok(self.backoff_then(next, None));
-                }
-                None => {
-                    match decoder.finish() {
-                        Ok(last) => {
-                            if let Some(status) = self.handle_events(last.into_iter().collect())? {
-                                return Ok(self.after_error_event(status));
-                            }
-                        }
-                        Err(e) => {
-                            self.report(&e.into());
-                            return Ok(self.relist_after_bad_stream());
-                        }
+                let next = if retriable {
+                    State::Watch {
+                        resource_version: rv,
                     }
-                    // Clean close (timeout or EOF): watch again, no relist.
-                    let next = State::Watch {
-                        resource_version: self.last_rv.clone(),
-                    };
-                    // A watch that ends within a second with nothing in it would otherwise be
-                    // reopened in a hot loop: client-go reports it as a "very short watch"
-                    // and backs off.
-                    if !healthy && opened.elapsed() < Duration::from_secs(1) {
-                        self.report(&ReflectorError::VeryShortWatch {
-                            resource_version: self.last_rv.clone(),
-                        });
-                        return Ok(self.backoff_then(next, None));
-                    }
-                    return Ok(next);
-                }
-            };
-            self.metrics
-                .watch_bytes
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            decoder.push(chunk);
-            let mut events = Vec::new();
-            let decode_error = loop {
-                match decoder.next_event() {
-                    Ok(Some(ev)) => events.push(ev),
-                    Ok(None) => break None,
-                    Err(e) => break Some(e),
-                }
-            };
-            if !events.is_empty() {
-                healthy = true;
-                if let Some(status) = self.handle_events(events)? {
-                    return Ok(self.after_error_event(status));
-                }
-            }
-            if let Some(e) = decode_error {
-                self.report(&e.into());
-                return Ok(self.relist_after_bad_stream());
+                } else {
+                    self.relist()
+                };
+                self.backoff_then(next, wait)
             }
         }
     }
 
-    /// An ERROR event ends the watch: relist at the last synced version (never `""` first),
-    /// after the backoff.
-    fn after_error_event(&mut self, status: ApiStatus) -> State {
-        self.report(&ReflectorError::WatchErrorEvent(status));
-        let next = State::List {
-            resource_version: self.relist_resource_version(),
-        };
-        // Always through the backoff, as client-go's BackoffUntil around ListAndWatch: a
-        // server answering every watch with 410 must not be relisted in a tight loop.
-        self.backoff_then(next, None)
+    async fn stream(
+        &mut self,
+        mut open: Box<OpenWatch<L::Body>>,
+    ) -> Result<State<L::Body>, StoreClosed> {
+        loop {
+            match open.next(&self.metrics).await {
+                Received::Events(events) => {
+                    if let Some(status) = self.handle_events(events)? {
+                        return Ok(self.after_error_event(status));
+                    }
+                }
+                Received::Ended(end) => return Ok(self.after_end(end, &open)),
+            }
+        }
     }
 
-    /// Bytes that do not decode leave the stream unusable and the cache possibly behind:
-    /// relist (after a backoff, so a server sending garbage is not hammered).
-    fn relist_after_bad_stream(&mut self) -> State {
-        let next = State::List {
-            resource_version: self.relist_resource_version(),
+    /// A watch stream ended without an ERROR event.
+    fn after_end(&mut self, end: End, open: &OpenWatch<L::Body>) -> State<L::Body> {
+        match end {
+            End::Closed | End::TimedOut | End::Cut(_) => {
+                if let End::TimedOut = end {
+                    ReflectorMetrics::inc(&self.metrics.watch_timeouts);
+                }
+                if let End::Cut(e) = end {
+                    self.report(&ReflectorError::WatchStreamFailed(e));
+                }
+                if open.was_very_short() {
+                    // Reopened at once, such a watch would spin: client-go reports it, backs
+                    // off and relists.
+                    self.report(&ReflectorError::VeryShortWatch {
+                        resource_version: open.resource_version.clone(),
+                    });
+                    let next = self.relist();
+                    return self.backoff_then(next, None);
+                }
+                State::Watch {
+                    resource_version: self.last_rv.clone(),
+                }
+            }
+            End::Failed(e) => {
+                // Bytes that do not decode leave the cache possibly behind: relist, after the
+                // backoff so a server sending garbage is not hammered.
+                self.report(&ReflectorError::WatchStreamFailed(e));
+                let next = self.relist();
+                self.backoff_then(next, None)
+            }
+        }
+    }
+
+    /// An ERROR event ends the watch: 429 → watch again after the backoff; anything else →
+    /// relist at the last resourceVersion (never `""` first) after the backoff, as client-go's
+    /// `BackoffUntil` around `ListAndWatch`: a server answering every watch with 410 is not
+    /// relisted in a tight loop.
+    fn after_error_event(&mut self, status: ApiStatus) -> State<L::Body> {
+        let too_many = is_too_many_requests(&status);
+        let wait = status
+            .retry_after_seconds
+            .map(|r| Duration::from_secs(r.max(0) as u64));
+        self.report(&ReflectorError::WatchErrorEvent(status));
+        let next = if too_many {
+            State::Watch {
+                resource_version: self.last_rv.clone(),
+            }
+        } else {
+            self.relist()
         };
-        self.backoff_then(next, None)
+        self.backoff_then(next, wait)
     }
 
     /// Applies decoded events to the store as one batch; returns the first ERROR's status
@@ -559,15 +690,14 @@ impl<L: ListerWatcher> Reflector<L> {
         let mut newest: Option<String> = None;
         let mut bookmark = None;
         for ev in events {
-            self.metrics.events.fetch_add(1, Ordering::Relaxed);
             let change = match ev {
                 WatchEvent::Added(o) => WatchChange::Added(Arc::new(o)),
                 WatchEvent::Modified(o) => WatchChange::Modified(Arc::new(o)),
                 WatchEvent::Deleted(o) => WatchChange::Deleted(Arc::new(o)),
                 WatchEvent::Bookmark(o) => {
-                    self.metrics.bookmarks.fetch_add(1, Ordering::Relaxed);
+                    ReflectorMetrics::inc(&self.metrics.bookmarks);
                     newest = Some(o.resource_version().to_owned());
-                    bookmark = newest.clone();
+                    bookmark.clone_from(&newest);
                     continue;
                 }
                 WatchEvent::Error(s) => {
@@ -575,10 +705,7 @@ impl<L: ListerWatcher> Reflector<L> {
                     break;
                 }
             };
-            let o = match &change {
-                WatchChange::Added(o) | WatchChange::Modified(o) | WatchChange::Deleted(o) => o,
-            };
-            newest = Some(o.resource_version().to_owned());
+            newest = Some(change.object().resource_version().to_owned());
             changes.push(change);
         }
         if !changes.is_empty() {
@@ -592,19 +719,4 @@ impl<L: ListerWatcher> Reflector<L> {
         }
         Ok(error)
     }
-}
-
-/// 410 Gone / Expired: the requested resourceVersion is no longer available
-/// (`apierrors.IsResourceExpired` / `IsGone`).
-pub fn is_expired(s: &ApiStatus) -> bool {
-    s.code == 410 || s.reason == "Expired" || s.reason == "Gone"
-}
-
-/// "Too large resource version": the `ResourceVersionTooLarge` cause, or on old servers a
-/// Timeout status whose message says so (client-go `isTooLargeResourceVersionError`).
-pub fn is_too_large_resource_version(s: &ApiStatus) -> bool {
-    s.cause_reasons
-        .iter()
-        .any(|c| c == "ResourceVersionTooLarge")
-        || (s.reason == "Timeout" && s.message.contains("Too large resource version"))
 }

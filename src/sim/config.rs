@@ -64,9 +64,10 @@ pub struct SimConfig {
     /// A BOOKMARK after every event whose resourceVersion is a multiple of this, for watches
     /// that allow bookmarks (default 1 000; 0 = none).
     pub bookmark_every: u64,
-    /// A BOOKMARK at the current resourceVersion after this long without events, for watches
-    /// that allow bookmarks (default 1 s; real servers send one about every minute).
-    pub bookmark_idle: Option<Duration>,
+    /// A BOOKMARK at the watch's current resourceVersion whenever this long has passed since
+    /// its last bookmark, busy or idle, for watches that allow bookmarks (default 1 s; real
+    /// servers send one about every minute; `None` = only [`SimConfig::bookmark_every`]).
+    pub bookmark_interval: Option<Duration>,
     /// Lossless flow control for floods (default off). When on, history that an open watcher
     /// (or a recent list or closed watcher, for [`SimConfig::linger`]) still needs is never
     /// dropped, and [`super::SimServer::flood`] waits while the slowest watcher is more than
@@ -91,6 +92,20 @@ pub struct SimConfig {
     /// off, such watches are rejected with 422 Invalid, as by a server without the WatchList
     /// feature.
     pub watch_list: bool,
+    /// Standing fault: every watch stream ends cleanly after sending this many
+    /// ADDED/MODIFIED/DELETED events (initial ones included; bookmarks not counted). Default
+    /// none. With a streaming list larger than this, the stream never reaches its end bookmark.
+    pub watch_close_after: Option<u64>,
+    /// Standing fault: a list cache lagging this many resourceVersions behind the store
+    /// (default 0 = none). Lists with `resourceVersion` `"0"` or `N` (not `Exact`) are served
+    /// from the state at `current - list_lag` (or the oldest state in the history window),
+    /// even when that is older than the `N` asked for, which a correct server never does (it
+    /// waits or answers "too large resource version"); only `resourceVersion=""` (a quorum
+    /// read) gets the current state. Watches are not affected.
+    pub list_lag: u64,
+    /// Requests kept in the request log ([`super::SimServer::requests`]; default 1 024, oldest
+    /// dropped first; 0 = none).
+    pub request_log: usize,
     /// Upper bound of one watch body chunk in bytes (default 64 KiB): frames are gathered
     /// into chunks up to this size (a single larger frame is sent whole).
     pub max_chunk_bytes: usize,
@@ -114,13 +129,16 @@ impl SimConfig {
             start_resource_version: 1,
             history_window: 10_000,
             bookmark_every: 1_000,
-            bookmark_idle: Some(Duration::from_secs(1)),
+            bookmark_interval: Some(Duration::from_secs(1)),
             flow_control: false,
             linger: Duration::from_secs(10),
             max_page_size: None,
             snapshot_cache: 16,
             continue_ttl: None,
             watch_list: true,
+            watch_close_after: None,
+            list_lag: 0,
+            request_log: 1024,
             max_chunk_bytes: 64 * 1024,
             split_chunks: None,
         }
@@ -196,10 +214,10 @@ impl SimConfig {
         self
     }
 
-    /// Sets [`SimConfig::bookmark_idle`].
+    /// Sets [`SimConfig::bookmark_interval`].
     #[must_use]
-    pub fn bookmark_idle(mut self, idle: Option<Duration>) -> Self {
-        self.bookmark_idle = idle;
+    pub fn bookmark_interval(mut self, interval: Option<Duration>) -> Self {
+        self.bookmark_interval = interval.filter(|d| !d.is_zero());
         self
     }
 
@@ -242,6 +260,27 @@ impl SimConfig {
     #[must_use]
     pub fn watch_list(mut self, on: bool) -> Self {
         self.watch_list = on;
+        self
+    }
+
+    /// Sets [`SimConfig::watch_close_after`].
+    #[must_use]
+    pub fn watch_close_after(mut self, events: Option<u64>) -> Self {
+        self.watch_close_after = events;
+        self
+    }
+
+    /// Sets [`SimConfig::list_lag`].
+    #[must_use]
+    pub fn list_lag(mut self, resource_versions: u64) -> Self {
+        self.list_lag = resource_versions;
+        self
+    }
+
+    /// Sets [`SimConfig::request_log`].
+    #[must_use]
+    pub fn request_log(mut self, requests: usize) -> Self {
+        self.request_log = requests;
         self
     }
 

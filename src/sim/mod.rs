@@ -38,8 +38,8 @@
 //!   are `Bytes` chunks.
 //! - Label and field selectors are rejected with 400 rather than evaluated.
 //! - resourceVersions are consecutive (a real etcd revision is shared by every resource, so
-//!   it jumps); bookmarks come every [`SimConfig::bookmark_every`] resourceVersions and after
-//!   [`SimConfig::bookmark_idle`] of silence, not about once a minute.
+//!   it jumps); bookmarks come every [`SimConfig::bookmark_every`] resourceVersions and every
+//!   [`SimConfig::bookmark_interval`], not about once a minute.
 //! - `continue` tokens stay valid while their resourceVersion is in the history window (or
 //!   until [`SimConfig::continue_ttl`]), not until an etcd compaction; an expired token does
 //!   not come with a fresh inconsistent-continue token.
@@ -48,6 +48,29 @@
 //!   [`SimConfig::flow_control`] history is never dropped under a watcher, which no real
 //!   server does: it is for floods that must not relist.
 //! - Streaming lists are answered from the current state only (no `NotOlderThan` wait).
+//!
+//! # Misbehaving on demand
+//!
+//! Every situation the reflector's recovery rules are about can be produced, deterministically
+//! (same seed, same calls, same bytes):
+//!
+//! - one-shot [`Fault`]s armed with [`SimServer::inject`]: the next list or watch answered with
+//!   410, 429 with `retryAfterSeconds`, 500, "too large resource version" in the current form
+//!   (the `ResourceVersionTooLarge` cause) or the legacy one (a Timeout message), or a refused
+//!   connection ([`ErrorAnswer`]); the next watch stream, after N more events, closing, sending
+//!   an ERROR 410 event, a corrupt frame, an oversized frame, stalling (no byte, no end: only
+//!   the client's own deadline breaks it) or breaking with a reset ([`StreamFault`]). Faults
+//!   have a text form (`watch:429:3`, `stream:stall@100`) for command lines and control
+//!   endpoints, and [`Fault::catalogue`] lists one of each;
+//! - standing switches in [`SimConfig`]: every watch closing after N events
+//!   ([`SimConfig::watch_close_after`]), a list cache lagging behind
+//!   ([`SimConfig::list_lag`]: serves older state than asked for unless asked for `""`),
+//!   `continue` tokens expiring ([`SimConfig::continue_ttl`]), a small watch window
+//!   ([`SimConfig::history_window`]), bookmarks every N events or T seconds, watch-list support
+//!   off ([`SimConfig::watch_list`]);
+//! - the request log ([`SimServer::requests`]) shows what a client asked for and when, on
+//!   tokio's clock (exact under paused time): which resourceVersion a relist used, how long a
+//!   retry waited.
 //!
 //! # Performance
 //!
@@ -66,6 +89,8 @@
 mod codec;
 mod config;
 mod error;
+mod fault;
+mod request;
 mod rng;
 mod server;
 mod state;
@@ -75,6 +100,8 @@ mod watch;
 
 pub use config::{FloodMix, SimConfig};
 pub use error::SimError;
+pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
+pub use request::{RequestKind, SimRequest};
 pub use server::{SimServer, SimStats, Truth};
 pub use templates::{ETCD_POD, HEAD_POD, OPENSHIFT_PODS, Templates, default_fixtures_dir};
 pub use watch::SimWatch;

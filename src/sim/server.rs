@@ -12,6 +12,8 @@ use tokio::time::Instant;
 use super::SimError;
 use super::codec::Codec;
 use super::config::SimConfig;
+use super::fault::{ErrorAnswer, Fault};
+use super::request::{RequestKind, SimRequest};
 use super::state::{Item, Rec, State};
 use super::status;
 use super::watch::SimWatch;
@@ -43,6 +45,11 @@ pub(crate) struct Shared {
     pub(crate) epoch: Instant,
     /// Counter for per-watch random seeds (chunk cuts).
     pub(crate) watches_opened: AtomicU64,
+    /// Stream faults waiting in `State::faults`: lets watches skip the lock when there are
+    /// none. Incremented before the wake-up that [`SimServer::inject`] sends through `rv_tx`,
+    /// so a watch woken by it sees the increment (the channel orders them); a watch that reads
+    /// 0 just misses the fault until its next look.
+    pub(crate) stream_faults: AtomicUsize,
 }
 
 impl Shared {
@@ -170,6 +177,10 @@ pub struct SimStats {
     pub oldest_resource_version: u64,
     /// Open watches.
     pub watchers: usize,
+    /// Injected faults that have not fired yet.
+    pub faults_pending: usize,
+    /// Injected faults that fired.
+    pub faults_fired: u64,
 }
 
 impl fmt::Debug for SimServer {
@@ -206,6 +217,7 @@ impl SimServer {
                 producers_waiting: AtomicUsize::new(0),
                 epoch: Instant::now(),
                 watches_opened: AtomicU64::new(0),
+                stream_faults: AtomicUsize::new(0),
             }),
         };
         if initial > 0 {
@@ -264,6 +276,50 @@ impl SimServer {
             history: st.log.len(),
             oldest_resource_version: st.compacted,
             watchers: st.watcher_count(),
+            faults_pending: st.faults.pending(),
+            faults_fired: st.faults.fired,
+        }
+    }
+
+    /// Arms a one-shot fault (see [`Fault`]): it fires on the next list, the next watch, or the
+    /// next watch stream to send, and is counted in [`SimStats::faults_fired`]. Faults of one
+    /// kind fire in the order injected. Open watches are woken, so a stream fault with
+    /// `after_events: 0` fires without waiting for a change.
+    pub fn inject(&self, fault: Fault) {
+        self.shared.lock().faults.push(fault);
+        if let Fault::Stream { .. } = fault {
+            self.shared.stream_faults.fetch_add(1, Ordering::SeqCst);
+        }
+        self.shared.rv_tx.send_modify(|_| {});
+    }
+
+    /// The request log, oldest first (the last [`SimConfig::request_log`] requests).
+    pub fn requests(&self) -> Vec<SimRequest> {
+        self.shared.lock().requests.iter().cloned().collect()
+    }
+
+    /// Empties the request log.
+    pub fn clear_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
+    fn since_start(&self) -> std::time::Duration {
+        Instant::now().saturating_duration_since(self.shared.epoch)
+    }
+
+    /// The error an injected answer gives a request for `requested`.
+    fn answer(&self, answer: ErrorAnswer, requested: &str) -> ApiError {
+        let st = self.shared.lock();
+        let requested = parse_resource_version(requested).unwrap_or(st.rv);
+        answer.to_error(requested, st.rv, st.compacted + 1)
+    }
+
+    fn log(&self, kind: RequestKind, at: std::time::Duration, answer: Result<u64, ApiError>) {
+        let cfg = &self.shared.cfg;
+        if cfg.request_log > 0 {
+            self.shared
+                .lock()
+                .log_request(cfg, SimRequest { at, kind, answer });
         }
     }
 
@@ -424,8 +480,8 @@ impl SimServer {
         shared.producers_waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Serves one list page (see [`ListerWatcher::list`]).
-    fn list_page(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+    /// Serves one list page (see [`ListerWatcher::list`]) and the resourceVersion it is at.
+    fn list_page(&self, opts: &ListOptions) -> Result<(Bytes, u64), ApiError> {
         let shared = &self.shared;
         let cfg = &shared.cfg;
         if let Some(s) = status::reject_selectors(
@@ -494,6 +550,18 @@ impl SimServer {
                         })?;
                         (r, items, None)
                     }
+                    _ if cfg.list_lag > 0 && !rv_param.is_empty() => {
+                        // A lagging cache serves "0" and "N" from its older state, even when
+                        // that is older than N (the fault); "" is a quorum read.
+                        let rv = st.rv.saturating_sub(cfg.list_lag).max(st.compacted);
+                        if cfg.flow_control {
+                            st.hold(rv, now + cfg.linger);
+                        }
+                        let items = st.items_at(cfg, rv).ok_or_else(|| {
+                            ApiError::Status(status::too_old(rv, st.compacted + 1))
+                        })?;
+                        (rv, items, None)
+                    }
                     _ => {
                         let rv = st.rv;
                         if cfg.flow_control {
@@ -542,22 +610,13 @@ impl SimServer {
             (String::new(), None)
         };
         let rv_s = rv.to_string();
-        match cfg.templates.encoding() {
-            Encoding::Protobuf => Ok(encode_list_protobuf(
-                &shared.list_gvk,
-                &rv_s,
-                &token,
-                remaining,
-                &page,
-            )),
-            Encoding::Json => Ok(encode_list_json(
-                &shared.list_gvk,
-                &rv_s,
-                &token,
-                remaining,
-                &page,
-            )?),
-        }
+        let body = match cfg.templates.encoding() {
+            Encoding::Protobuf => {
+                encode_list_protobuf(&shared.list_gvk, &rv_s, &token, remaining, &page)
+            }
+            Encoding::Json => encode_list_json(&shared.list_gvk, &rv_s, &token, remaining, &page)?,
+        };
+        Ok((body, rv))
     }
 }
 
@@ -601,16 +660,37 @@ impl ListerWatcher for SimServer {
     /// `ResourceVersionTooLarge`; `resourceVersionMatch=Exact` = the state at `N` (410 Expired
     /// once `N` left the history window). `limit` + `continue` page through one consistent
     /// snapshot; an expired token answers 410 Expired.
+    ///
+    /// An injected [`Fault::List`] answers instead; [`SimConfig::list_lag`] serves older
+    /// state. Every request goes to the request log.
     async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
-        self.list_page(opts)
+        let at = self.since_start();
+        let fault = self.shared.lock().faults.take_list();
+        let result = match fault {
+            Some(answer) => {
+                Err(self.answer(answer, opts.resource_version.as_deref().unwrap_or("")))
+            }
+            None => self.list_page(opts),
+        };
+        let logged = result.as_ref().map(|(_, rv)| *rv).map_err(Clone::clone);
+        self.log(RequestKind::List(opts.clone()), at, logged);
+        result.map(|(body, _)| body)
     }
 
-    /// Opens a watch; see [`SimWatch`] for the stream.
+    /// Opens a watch; see [`SimWatch`] for the stream. An injected [`Fault::Watch`] answers
+    /// instead. Every request goes to the request log.
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
-        let body = SimWatch::open(self.shared.clone(), opts)?;
+        let at = self.since_start();
+        let fault = self.shared.lock().faults.take_watch();
+        let result = match fault {
+            Some(answer) => Err(self.answer(answer, &opts.resource_version)),
+            None => SimWatch::open(self.shared.clone(), opts),
+        };
+        let logged = result.as_ref().map(SimWatch::start).map_err(Clone::clone);
+        self.log(RequestKind::Watch(opts.clone()), at, logged);
         Ok(WatchResponse {
             format: self.shared.watch_format(),
-            body,
+            body: result?,
         })
     }
 }

@@ -11,6 +11,8 @@ use tokio::time::Instant;
 use super::SimError;
 use super::codec::{Codec, Dynamic, VERSION_LABEL};
 use super::config::SimConfig;
+use super::fault::Faults;
+use super::request::SimRequest;
 use super::rng::{SimRng, mix};
 use crate::object::{
     self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Time, WatchEvent,
@@ -126,6 +128,10 @@ pub(crate) struct State {
     holds: Vec<(u64, Instant)>,
     /// Recent list snapshots, for `continue` tokens.
     snapshots: VecDeque<Snapshot>,
+    /// Injected faults waiting to fire.
+    pub(crate) faults: Faults,
+    /// Recent requests, oldest first (at most `SimConfig::request_log`).
+    pub(crate) requests: VecDeque<SimRequest>,
 }
 
 impl State {
@@ -145,6 +151,8 @@ impl State {
             next_watcher: 0,
             holds: Vec::new(),
             snapshots: VecDeque::new(),
+            faults: Faults::default(),
+            requests: VecDeque::new(),
         })
     }
 
@@ -499,6 +507,17 @@ impl State {
     /// Number of open watchers.
     pub(crate) fn watcher_count(&self) -> usize {
         self.watchers.len()
+    }
+
+    /// Appends to the request log, dropping the oldest beyond `cfg.request_log`.
+    pub(crate) fn log_request(&mut self, cfg: &SimConfig, request: SimRequest) {
+        if cfg.request_log == 0 {
+            return;
+        }
+        while self.requests.len() >= cfg.request_log {
+            self.requests.pop_front();
+        }
+        self.requests.push_back(request);
     }
 
     // ----- snapshots ----------------------------------------------------------------------

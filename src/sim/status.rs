@@ -68,3 +68,36 @@ pub(crate) fn reject_selectors(label: Option<&str>, field: Option<&str>) -> Opti
 pub(crate) fn invalid(message: impl Into<String>) -> ApiStatus {
     failure(422, "Invalid", message.into())
 }
+
+/// 504 Timeout saying `Too large resource version` without the `ResourceVersionTooLarge` cause
+/// type, as servers 1.17.0–1.18.5 answered (the cause there carried only a message).
+pub(crate) fn too_large_legacy(requested: u64, current: u64) -> ApiStatus {
+    let mut s = failure(
+        504,
+        "Timeout",
+        format!("Too large resource version: {requested}, current: {current}"),
+    );
+    s.retry_after_seconds = Some(1);
+    s
+}
+
+/// 429 TooManyRequests as a client sees it (API Priority and Fairness answers with a
+/// `Retry-After` header, which clients turn into `retryAfterSeconds`).
+pub(crate) fn too_many_requests(retry_after_seconds: u32) -> ApiStatus {
+    let mut s = failure(
+        429,
+        "TooManyRequests",
+        "the server has received too many requests and has asked us to try again later".to_owned(),
+    );
+    s.retry_after_seconds = Some(i32::try_from(retry_after_seconds).unwrap_or(i32::MAX));
+    s
+}
+
+/// 500 InternalError (`errors.NewInternalError`).
+pub(crate) fn internal_error() -> ApiStatus {
+    failure(
+        500,
+        "InternalError",
+        "Internal error occurred: etcdserver: request timed out (simulated)".to_owned(),
+    )
+}

@@ -1,4 +1,5 @@
-//! [`SimWatch`]: one open watch, a [`Body`] yielding chunks of encoded watch events.
+//! [`SimWatch`]: one open watch, a [`Body`] yielding chunks of encoded watch events, with the
+//! stream faults of [`super::Fault::Stream`] and [`super::SimConfig::watch_close_after`].
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -10,12 +11,20 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::fault::StreamFault;
 use super::rng::{SimRng, mix};
 use super::server::Shared;
 use super::state::{Item, encode_event};
 use super::status;
-use crate::object::{ApiStatus, DecodeError, WatchEvent, WatchEventType, parse_resource_version};
+use crate::object::{
+    ApiStatus, DecodeError, Encoding, WatchEvent, WatchEventType, parse_resource_version,
+};
 use crate::reflector::{ApiError, Body, WatchOptions};
+
+/// Source of padding bytes for oversized frames (zeros for protobuf, spaces for JSON): chunks
+/// are slices of these, so an oversized frame is never built in memory.
+static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+static SPACES: [u8; 64 * 1024] = [b' '; 64 * 1024];
 
 /// Where a watch stands.
 enum Phase {
@@ -30,6 +39,14 @@ enum Phase {
     },
     /// Sending events after `cursor` from the history log.
     Live,
+    /// Sending the padding of an oversized frame (`remaining` bytes of `fill`), then `tail`,
+    /// then going on with `resume`.
+    Padding {
+        remaining: usize,
+        fill: &'static [u8],
+        tail: Bytes,
+        resume: Box<Phase>,
+    },
     /// The stream ended.
     Closed,
 }
@@ -45,7 +62,7 @@ enum Fill {
 enum Wake {
     Changed,
     Deadline,
-    Idle,
+    Bookmark,
 }
 
 /// The body of a simulated watch: chunks of protobuf frames or JSON lines, several events per
@@ -60,9 +77,14 @@ enum Wake {
 ///   `k8s.io/initial-events-end: "true"`;
 /// - every change after the start, in resourceVersion order, each encoded once by the server
 ///   and shared by all watches; with `allow_watch_bookmarks`, a BOOKMARK after every
-///   [`super::SimConfig::bookmark_every`]-th resourceVersion and after
-///   [`super::SimConfig::bookmark_idle`] without events;
-/// - the end (`None`) at the watch's `timeout`.
+///   [`super::SimConfig::bookmark_every`]-th resourceVersion and whenever
+///   [`super::SimConfig::bookmark_interval`] has passed since the last one;
+/// - the end (`None`) at the watch's `timeout`, or after
+///   [`super::SimConfig::watch_close_after`] events.
+///
+/// An injected [`super::Fault::Stream`] is taken by the first watch that looks for one (each
+/// time it is about to send, and when woken by [`super::SimServer::inject`]) and fires after
+/// its number of further events: see [`StreamFault`] for what each does.
 ///
 /// Waiting for events does not spin: the watch sleeps on a tokio `watch` channel the server
 /// publishes its resourceVersion on once per batch of changes. Dropping the body closes the
@@ -74,14 +96,25 @@ pub struct SimWatch {
     phase: Phase,
     /// Every event up to this resourceVersion has been taken.
     cursor: u64,
+    /// The resourceVersion the watch started after.
+    start: u64,
     bookmarks: bool,
     last_bookmark: Option<u64>,
+    last_bookmark_at: Instant,
     deadline: Option<Instant>,
     rx: watch::Receiver<u64>,
     /// Chunks cut but not yet returned.
     pending: VecDeque<Bytes>,
     rng: SimRng,
     scratch: Vec<Bytes>,
+    /// ADDED/MODIFIED/DELETED events sent.
+    sent: u64,
+    /// A stream fault taken from the server: fires once `sent` reaches the first value.
+    armed: Option<(u64, StreamFault)>,
+    /// `SimConfig::watch_close_after`: the stream ends once `sent` reaches it.
+    close_at: Option<u64>,
+    /// A stall fault fired: nothing more is ever sent.
+    stalled: bool,
 }
 
 impl fmt::Debug for SimWatch {
@@ -90,11 +123,15 @@ impl fmt::Debug for SimWatch {
             Phase::Error(_) => "error",
             Phase::Initial { .. } => "initial",
             Phase::Live => "live",
+            Phase::Padding { .. } => "padding",
             Phase::Closed => "closed",
         };
         f.debug_struct("SimWatch")
             .field("phase", &phase)
             .field("resource_version", &self.cursor)
+            .field("sent", &self.sent)
+            .field("armed", &self.armed)
+            .field("stalled", &self.stalled)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
     }
@@ -166,19 +203,31 @@ impl SimWatch {
         };
         drop(st);
         let rx = shared.rv_tx.subscribe();
+        let now = Instant::now();
         Ok(SimWatch {
             id,
             phase,
             cursor,
+            start: cursor,
             bookmarks: opts.allow_watch_bookmarks,
             last_bookmark: None,
-            deadline: opts.timeout.map(|t| Instant::now() + t),
+            last_bookmark_at: now,
+            deadline: opts.timeout.map(|t| now + t),
             rx,
             pending: VecDeque::new(),
             rng,
             scratch: Vec::new(),
+            sent: 0,
+            armed: None,
+            close_at: cfg.watch_close_after,
+            stalled: false,
             shared,
         })
+    }
+
+    /// The resourceVersion the watch started after (its events are newer).
+    pub(crate) fn start(&self) -> u64 {
+        self.start
     }
 
     /// Ends the stream and unregisters the watcher.
@@ -196,10 +245,52 @@ impl SimWatch {
         }
     }
 
-    /// Produces the next bytes to send, if any, without waiting.
+    fn encoding(&self) -> Encoding {
+        self.shared.cfg.templates.encoding()
+    }
+
+    /// An encoded BOOKMARK at the cursor.
+    fn bookmark_at_cursor(&mut self, initial_events_end: bool) -> Result<Bytes, DecodeError> {
+        let encoding = self.encoding();
+        let ev = WatchEvent::bookmark(
+            self.shared.cfg.templates.gvk().clone(),
+            &self.cursor.to_string(),
+            initial_events_end,
+            encoding,
+        );
+        let mut out = Vec::new();
+        encode_event(encoding, &ev, &mut out)?;
+        self.last_bookmark = Some(self.cursor);
+        self.last_bookmark_at = Instant::now();
+        Ok(Bytes::from(out))
+    }
+
+    /// Whether the periodic bookmark is due now.
+    fn bookmark_due(&self, now: Instant) -> bool {
+        match (self.bookmarks, self.shared.cfg.bookmark_interval) {
+            (true, Some(every)) => {
+                self.last_bookmark != Some(self.cursor) && now >= self.last_bookmark_at + every
+            }
+            _ => false,
+        }
+    }
+
+    /// How many more change events may go out before a fault or the standing close fires.
+    fn budget(&self) -> Option<u64> {
+        let limits = [self.armed.map(|a| a.0), self.close_at];
+        limits
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| at.saturating_sub(self.sent))
+    }
+
+    /// Produces the next bytes to send, if any, without waiting; at most `budget` change
+    /// events.
     fn fill(&mut self) -> Result<Fill, DecodeError> {
-        let encoding = self.shared.cfg.templates.encoding();
+        let encoding = self.encoding();
         let max = self.shared.cfg.max_chunk_bytes;
+        let budget = self.budget().unwrap_or(u64::MAX);
         match &mut self.phase {
             Phase::Closed => Ok(Fill::Closed),
             Phase::Error(s) => {
@@ -208,32 +299,57 @@ impl SimWatch {
                 self.close();
                 Ok(Fill::Data(Bytes::from(out)))
             }
+            Phase::Padding {
+                remaining,
+                fill,
+                tail,
+                resume,
+            } => {
+                if *remaining == 0 {
+                    let tail = std::mem::take(tail);
+                    self.phase = std::mem::replace(&mut **resume, Phase::Closed);
+                    // Without a tail, go on with the resumed phase now: the caller has already
+                    // taken the change notification this fill must answer.
+                    return if tail.is_empty() {
+                        self.fill()
+                    } else {
+                        Ok(Fill::Data(tail))
+                    };
+                }
+                let n = (*remaining).min(max).min(fill.len());
+                *remaining -= n;
+                Ok(Fill::Data(Bytes::from_static(&fill[..n])))
+            }
             Phase::Initial {
                 items,
                 next,
                 end_bookmark,
             } => {
                 let mut out = Vec::with_capacity(max.min(1 << 20));
-                while *next < items.len() && out.len() < max {
+                let mut taken = 0u64;
+                while *next < items.len() && out.len() < max && taken < budget {
                     let frame = self
                         .shared
                         .codec
                         .wrap(WatchEventType::Added, &items[*next].1.wire);
                     out.extend_from_slice(&frame);
                     *next += 1;
+                    taken += 1;
                 }
-                if *next == items.len() {
-                    if *end_bookmark {
-                        let ev = WatchEvent::bookmark(
-                            self.shared.cfg.templates.gvk().clone(),
-                            &self.cursor.to_string(),
-                            true,
-                            encoding,
-                        );
-                        encode_event(encoding, &ev, &mut out)?;
-                        self.last_bookmark = Some(self.cursor);
+                let done = *next == items.len();
+                let end_bookmark = *end_bookmark;
+                self.sent += taken;
+                if done {
+                    if end_bookmark {
+                        let b = self.bookmark_at_cursor(true)?;
+                        out.extend_from_slice(&b);
                     }
                     self.phase = Phase::Live;
+                }
+                if out.is_empty() && matches!(self.phase, Phase::Live) {
+                    // Nothing initial to send: go live now (the caller has already taken the
+                    // change notification this fill must answer).
+                    return self.fill_live(budget);
                 }
                 Ok(if out.is_empty() {
                     Fill::Wait
@@ -241,17 +357,19 @@ impl SimWatch {
                     Fill::Data(Bytes::from(out))
                 })
             }
-            Phase::Live => self.fill_live(),
+            Phase::Live => self.fill_live(budget),
         }
     }
 
     /// Takes encoded events after the cursor from the log (short lock: `Bytes` clones only).
-    fn fill_live(&mut self) -> Result<Fill, DecodeError> {
+    fn fill_live(&mut self, budget: u64) -> Result<Fill, DecodeError> {
         let shared = self.shared.clone();
         let max = shared.cfg.max_chunk_bytes;
         let mut frames = std::mem::take(&mut self.scratch);
         let mut bytes = 0;
         let start = self.cursor;
+        let mut taken = 0u64;
+        let mut bookmarked = false;
         {
             let mut st = shared.lock();
             if self.cursor < st.compacted {
@@ -266,21 +384,33 @@ impl SimWatch {
             }
             let from = (self.cursor - st.compacted) as usize;
             for e in st.log.range(from..) {
+                if taken >= budget || bytes >= max {
+                    break;
+                }
                 bytes += e.frame.len();
                 frames.push(e.frame.clone());
+                taken += 1;
                 if let (true, Some(b)) = (self.bookmarks, &e.bookmark) {
                     bytes += b.len();
                     frames.push(b.clone());
                     self.last_bookmark = Some(e.rv);
+                    bookmarked = true;
                 }
                 self.cursor = e.rv;
-                if bytes >= max {
-                    break;
-                }
             }
             if let (true, Some(id)) = (self.cursor != start, self.id) {
                 st.advance_watcher(id, self.cursor);
             }
+        }
+        self.sent += taken;
+        let now = Instant::now();
+        if bookmarked {
+            self.last_bookmark_at = now;
+        }
+        if self.bookmark_due(now) {
+            let b = self.bookmark_at_cursor(false)?;
+            bytes += b.len();
+            frames.push(b);
         }
         if self.cursor != start {
             shared.watcher_progressed();
@@ -301,25 +431,6 @@ impl SimWatch {
         Ok(fill)
     }
 
-    /// A bookmark at the cursor after an idle period (once per resourceVersion).
-    fn idle_bookmark(&mut self) -> Result<(), DecodeError> {
-        if !matches!(self.phase, Phase::Live) || self.last_bookmark == Some(self.cursor) {
-            return Ok(());
-        }
-        let encoding = self.shared.cfg.templates.encoding();
-        let ev = WatchEvent::bookmark(
-            self.shared.cfg.templates.gvk().clone(),
-            &self.cursor.to_string(),
-            false,
-            encoding,
-        );
-        let mut out = Vec::new();
-        encode_event(encoding, &ev, &mut out)?;
-        self.last_bookmark = Some(self.cursor);
-        self.push(Bytes::from(out));
-        Ok(())
-    }
-
     /// Queues bytes to return, cut into random pieces if configured.
     fn push(&mut self, mut data: Bytes) {
         match self.shared.cfg.split_chunks {
@@ -333,12 +444,114 @@ impl SimWatch {
         }
     }
 
-    /// Waits for new events, the deadline, or the idle-bookmark timer.
+    /// Takes a waiting stream fault from the server, if this watch has none armed and is
+    /// still sending.
+    fn take_fault(&mut self) {
+        if self.armed.is_some()
+            || !matches!(self.phase, Phase::Initial { .. } | Phase::Live)
+            || self.shared.stream_faults.load(Ordering::SeqCst) == 0
+        {
+            return;
+        }
+        if let Some((after, action)) = self.shared.lock().faults.take_stream() {
+            self.shared.stream_faults.fetch_sub(1, Ordering::SeqCst);
+            self.armed = Some((self.sent.saturating_add(after), action));
+        }
+    }
+
+    /// Fires `action`; returns what `next_chunk` must return at once, if anything.
+    fn fire(&mut self, action: StreamFault) -> Result<Option<ApiError>, DecodeError> {
+        self.shared.lock().faults.fired += 1;
+        let encoding = self.encoding();
+        match action {
+            StreamFault::Close => self.close(),
+            StreamFault::Expired => {
+                let oldest = self.shared.lock().compacted + 1;
+                self.unregister();
+                self.phase =
+                    Phase::Error(status::too_old(self.cursor, oldest.max(self.cursor + 1)));
+            }
+            StreamFault::Corrupt => {
+                let garbage: &'static [u8] = match encoding {
+                    // A frame of 8 bytes that are all varint continuation bytes: no WatchEvent.
+                    Encoding::Protobuf => b"\x00\x00\x00\x08\xff\xff\xff\xff\xff\xff\xff\xff",
+                    Encoding::Json => b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\xff\xfe}\n",
+                };
+                self.push(Bytes::from_static(garbage));
+                self.close();
+            }
+            StreamFault::Oversized { bytes } => {
+                let (head, remaining, fill, tail) = self.oversized(bytes)?;
+                let resume = std::mem::replace(&mut self.phase, Phase::Closed);
+                self.phase = Phase::Padding {
+                    remaining,
+                    fill,
+                    tail,
+                    resume: Box::new(resume),
+                };
+                self.push(head);
+            }
+            StreamFault::Stall => self.stalled = true,
+            StreamFault::Reset => {
+                self.close();
+                return Ok(Some(ApiError::connection_reset(
+                    "read: connection reset by peer (simulated)",
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A BOOKMARK at the cursor padded to `bytes`: its head, the padding length and byte, and
+    /// its tail.
+    fn oversized(
+        &mut self,
+        bytes: usize,
+    ) -> Result<(Bytes, usize, &'static [u8], Bytes), DecodeError> {
+        let event = self.bookmark_at_cursor(false)?;
+        match self.encoding() {
+            Encoding::Protobuf => {
+                // [len][WatchEvent][field 15, bytes: padding]: decoders skip unknown fields.
+                // `bytes` is the message after the length prefix (what frame limits measure).
+                let payload = &event[4..];
+                let base = payload.len() + 1;
+                let mut pad = 0usize;
+                for width in 1..=10usize {
+                    let p = bytes.saturating_sub(base + width);
+                    if varint_len(p as u64) == width {
+                        pad = p;
+                        break;
+                    }
+                }
+                let width = varint_len(pad as u64);
+                let len = payload.len() + 1 + width + pad;
+                let len = u32::try_from(len).unwrap_or(u32::MAX);
+                let mut head = Vec::with_capacity(4 + base + width);
+                head.extend_from_slice(&len.to_be_bytes());
+                head.extend_from_slice(payload);
+                head.push((15 << 3) | 2);
+                put_varint(&mut head, pad as u64);
+                Ok((Bytes::from(head), pad, &ZEROS, Bytes::new()))
+            }
+            Encoding::Json => {
+                // `{"type":"BOOKMARK","object":{…}` + spaces + `}\n`; `bytes` is the line
+                // without its `\n` (what line limits measure).
+                let cut = event.len().saturating_sub(2);
+                let pad = bytes.saturating_sub(event.len() - 1);
+                Ok((event.slice(..cut), pad, &SPACES, event.slice(cut..)))
+            }
+        }
+    }
+
+    /// Waits for new events, the deadline, or the periodic bookmark.
     async fn wait(&mut self) -> Wake {
         let far = Duration::from_secs(365 * 24 * 3600);
-        let deadline = self.deadline.unwrap_or_else(|| Instant::now() + far);
-        let idle = match (self.bookmarks, self.shared.cfg.bookmark_idle) {
-            (true, Some(d)) if self.last_bookmark != Some(self.cursor) => Some(d),
+        let now = Instant::now();
+        let deadline = self.deadline.unwrap_or(now + far);
+        let bookmark_at = match (self.bookmarks, self.shared.cfg.bookmark_interval) {
+            (true, Some(every)) if self.last_bookmark != Some(self.cursor) => {
+                Some(self.last_bookmark_at + every)
+            }
             _ => None,
         };
         tokio::select! {
@@ -349,22 +562,61 @@ impl SimWatch {
                 Err(_) => Wake::Deadline,
             },
             () = tokio::time::sleep_until(deadline) => Wake::Deadline,
-            () = tokio::time::sleep(idle.unwrap_or(far)), if idle.is_some() => Wake::Idle,
+            () = tokio::time::sleep_until(bookmark_at.unwrap_or(now + far)), if bookmark_at.is_some() => {
+                Wake::Bookmark
+            }
         }
     }
 }
 
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 impl Body for SimWatch {
-    /// The next chunk; `None` once the stream ended (timeout, or after an ERROR event).
+    /// The next chunk; `None` once the stream ended (timeout, after an ERROR event, a close
+    /// fault); `Some(Err(..))` once for a reset fault; never anything after a stall fault.
     ///
     /// # Cancel safety
-    /// Cancel safe: state only changes when a chunk is returned or queued.
+    /// Cancel safe: state only changes when a chunk is returned or queued, or a fault is armed
+    /// (kept by the watch).
     async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
         loop {
             if let Some(c) = self.pending.pop_front() {
                 return Some(Ok(c));
             }
+            if self.stalled {
+                // A stalled connection: no byte, no end. Only dropping the body ends it.
+                std::future::pending::<()>().await;
+            }
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.close();
+            }
+            self.take_fault();
+            if let Some((at, action)) = self.armed
+                && self.sent >= at
+            {
+                self.armed = None;
+                match self.fire(action) {
+                    Ok(Some(e)) => return Some(Err(e)),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        self.close();
+                        return Some(Err(ApiError::Decode(e)));
+                    }
+                }
+            }
+            if self.close_at.is_some_and(|c| self.sent >= c)
+                && matches!(self.phase, Phase::Initial { .. } | Phase::Live)
+            {
                 self.close();
             }
             self.rx.borrow_and_update();
@@ -375,16 +627,23 @@ impl Body for SimWatch {
                 }
                 Ok(Fill::Data(b)) => self.push(b),
                 Ok(Fill::Closed) => return None,
-                Ok(Fill::Wait) => match self.wait().await {
-                    Wake::Changed => {}
-                    Wake::Deadline => self.close(),
-                    Wake::Idle => {
-                        if let Err(e) = self.idle_bookmark() {
-                            self.close();
-                            return Some(Err(ApiError::Decode(e)));
-                        }
+                Ok(Fill::Wait) => {
+                    if matches!(self.phase, Phase::Padding { .. }) || self.budget() == Some(0) {
+                        // A padding tail, or a fault/close due now: no need to wait.
+                        continue;
                     }
-                },
+                    match self.wait().await {
+                        Wake::Changed => {}
+                        Wake::Deadline => self.close(),
+                        Wake::Bookmark => match self.bookmark_at_cursor(false) {
+                            Ok(b) => self.push(b),
+                            Err(e) => {
+                                self.close();
+                                return Some(Err(ApiError::Decode(e)));
+                            }
+                        },
+                    }
+                }
             }
         }
     }

@@ -1,0 +1,54 @@
+//! [`ReflectorStore`]: what the reflector writes into (client-go's `Store` interface as the
+//! reflector uses it, `tools/cache/store.go` and `reflector.go`).
+
+use std::sync::Arc;
+
+use crate::object::Object;
+
+use super::error::StoreClosed;
+
+/// One change observed on a watch, in stream order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchChange {
+    /// ADDED.
+    Added(Arc<Object>),
+    /// MODIFIED.
+    Modified(Arc<Object>),
+    /// DELETED (the object's last state).
+    Deleted(Arc<Object>),
+}
+
+impl WatchChange {
+    /// The object carried.
+    pub fn object(&self) -> &Arc<Object> {
+        match self {
+            WatchChange::Added(o) | WatchChange::Modified(o) | WatchChange::Deleted(o) => o,
+        }
+    }
+}
+
+/// The store a reflector writes into: `replace` after a (re)list, `apply` per decoded batch of
+/// watch events, `bookmark` when only the resourceVersion moved. The DeltaFIFO implements it;
+/// so can anything else (a plain store, a test recorder).
+///
+/// The reflector guarantees that the resourceVersions it passes never go backwards: a list
+/// served at an older version than the reflector already delivered is not passed on (see
+/// [`super::ReflectorError::StaleList`]).
+pub trait ReflectorStore: Send + Sync {
+    /// The complete state at `resource_version`, replacing everything (relist).
+    ///
+    /// # Errors
+    /// [`StoreClosed`] when the consumer has gone: the reflector stops.
+    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed>;
+
+    /// Watch changes, oldest first, as one batch (one decoded chunk of the stream).
+    ///
+    /// # Errors
+    /// [`StoreClosed`] when the consumer has gone.
+    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed>;
+
+    /// A bookmark: nothing changed up to `resource_version`. Default: ignored.
+    fn bookmark(&self, resource_version: &str) {
+        let _ = resource_version;
+    }
+}

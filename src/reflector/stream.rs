@@ -1,0 +1,168 @@
+//! [`OpenWatch`]: one open watch stream as the reflector reads it: chunks decoded into events,
+//! a read deadline, and how the stream ended, classified the way client-go's
+//! `apimachinery/pkg/watch/streamwatcher.go` and `tools/cache/reflector.go` (`handleAnyWatch`)
+//! classify it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::object::{DecodeError, WatchDecoder, WatchEvent};
+
+use super::lister_watcher::{ApiError, Body, TransportErrorKind, WatchResponse};
+use super::metrics::ReflectorMetrics;
+
+/// How a watch stream ended.
+#[derive(Debug)]
+pub(crate) enum End {
+    /// The server closed it (its timeout, EOF); a partial last frame (unexpected EOF) counts as
+    /// a close too, as in client-go: nothing of it was applied.
+    Closed,
+    /// The reflector's own deadline passed first: the connection stalled.
+    TimedOut,
+    /// The connection was cut (reset, broken pipe, read timeout): client-go treats these as a
+    /// closed stream ("probable EOF").
+    Cut(ApiError),
+    /// Anything else: bytes that do not decode, an oversized frame, another transport error.
+    Failed(ApiError),
+}
+
+/// What one read produced.
+#[derive(Debug)]
+pub(crate) enum Received {
+    /// One or more decoded events, in stream order.
+    Events(Vec<WatchEvent>),
+    /// The stream is over.
+    Ended(End),
+}
+
+/// An open watch: its body, the incremental decoder, when it opened, the read deadline, and how
+/// many events it delivered.
+pub(crate) struct OpenWatch<B> {
+    body: B,
+    decoder: WatchDecoder,
+    opened: Instant,
+    deadline: Instant,
+    /// Events decoded so far (bookmarks included, as client-go's `eventCount`).
+    pub(crate) events: u64,
+    /// The resourceVersion the watch started from.
+    pub(crate) resource_version: String,
+    /// An end already known, returned by the next read (after events that preceded it).
+    ended: Option<End>,
+}
+
+impl<B> std::fmt::Debug for OpenWatch<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenWatch")
+            .field("resource_version", &self.resource_version)
+            .field("events", &self.events)
+            .field("opened", &self.opened)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Body> OpenWatch<B> {
+    /// Wraps a watch response opened just now from `resource_version`, reading for at most
+    /// `timeout`, rejecting frames over `frame_limit` bytes.
+    pub(crate) fn new(
+        resp: WatchResponse<B>,
+        resource_version: String,
+        timeout: Duration,
+        frame_limit: usize,
+    ) -> Self {
+        let opened = Instant::now();
+        OpenWatch {
+            body: resp.body,
+            decoder: WatchDecoder::new(resp.format, frame_limit),
+            opened,
+            deadline: opened + timeout,
+            events: 0,
+            resource_version,
+            ended: None,
+        }
+    }
+
+    /// `true` when the watch ended within a second of opening with no event (client-go's
+    /// "very short watch").
+    pub(crate) fn was_very_short(&self) -> bool {
+        self.events == 0 && self.opened.elapsed() < Duration::from_secs(1)
+    }
+
+    /// Reads until at least one event is decoded or the stream ends.
+    ///
+    /// # Cancel safety
+    /// Cancel safe if the body's `next_chunk` is (the [`Body`] contract): a chunk is decoded in
+    /// the same poll that receives it.
+    pub(crate) async fn next(&mut self, metrics: &ReflectorMetrics) -> Received {
+        if let Some(end) = self.ended.take() {
+            return Received::Ended(end);
+        }
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                c = self.body.next_chunk() => c,
+                () = tokio::time::sleep_until(self.deadline) => {
+                    return Received::Ended(End::TimedOut);
+                }
+            };
+            match chunk {
+                Some(Ok(chunk)) => {
+                    metrics
+                        .watch_bytes
+                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    self.decoder.push(chunk);
+                    let mut events = Vec::new();
+                    loop {
+                        match self.decoder.next_event() {
+                            Ok(Some(ev)) => events.push(ev),
+                            Ok(None) => break,
+                            Err(e) => {
+                                self.ended = Some(End::Failed(ApiError::Decode(e)));
+                                break;
+                            }
+                        }
+                    }
+                    if !events.is_empty() {
+                        return Received::Events(self.count(events, metrics));
+                    }
+                    if let Some(end) = self.ended.take() {
+                        return Received::Ended(end);
+                    }
+                }
+                Some(Err(e)) => {
+                    let cut = matches!(
+                        e.transport_kind(),
+                        Some(
+                            TransportErrorKind::ConnectionReset
+                                | TransportErrorKind::Timeout
+                                | TransportErrorKind::ConnectionRefused
+                        )
+                    );
+                    return Received::Ended(if cut { End::Cut(e) } else { End::Failed(e) });
+                }
+                None => {
+                    return match self.decoder.finish() {
+                        Ok(Some(ev)) => {
+                            self.ended = Some(End::Closed);
+                            Received::Events(self.count(vec![ev], metrics))
+                        }
+                        Ok(None) | Err(DecodeError::Truncated { .. }) => {
+                            Received::Ended(End::Closed)
+                        }
+                        Err(e) => Received::Ended(End::Failed(ApiError::Decode(e))),
+                    };
+                }
+            }
+        }
+    }
+
+    fn count(&mut self, events: Vec<WatchEvent>, metrics: &ReflectorMetrics) -> Vec<WatchEvent> {
+        self.events += events.len() as u64;
+        metrics
+            .events
+            .fetch_add(events.len() as u64, Ordering::Relaxed);
+        events
+    }
+}
