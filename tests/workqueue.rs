@@ -201,11 +201,8 @@ fn async_and_blocking_workers_share_one_queue() {
         })
         .collect();
     board.produce(&queue);
-    rt.block_on(tokio::time::timeout(
-        WATCHDOG,
-        queue.shutdown_with_drain_async(),
-    ))
-    .unwrap_or_else(|_| panic!("drain hung: {:?}", queue.stats()));
+    rt.block_on(async { tokio::time::timeout(WATCHDOG, queue.shutdown_with_drain_async()).await })
+        .unwrap_or_else(|_| panic!("drain hung: {:?}", queue.stats()));
     for t in threads {
         assert_eq!(t.join().unwrap(), ShutDown);
     }

@@ -28,36 +28,58 @@ enum Phase {
     ProcessingDirty,
 }
 
+/// Latency bookkeeping, kept only when metrics are on (it costs a clock read and a hash
+/// lookup per operation). Out of the main map so that a queue without metrics keeps one byte
+/// per item beside the key.
 #[derive(Debug)]
-struct Slot {
-    phase: Phase,
-    /// When the item last became dirty (only with timings).
-    queued_at: Option<Instant>,
-    /// When a worker got it and its key in [`Timings::in_flight`] (only with timings).
-    started: Option<(Instant, u64)>,
-}
-
-/// Latency bookkeeping, kept only when metrics are on (it costs a clock read per operation).
-#[derive(Debug, Default)]
-struct Timings {
+struct Timings<T> {
     queue_latency: Histogram,
     work_duration: Histogram,
+    /// When each dirty item last became dirty.
+    queued_at: HashMap<T, Instant, Hasher>,
+    /// When each item in flight was handed out, with its key in `in_flight`.
+    started: HashMap<T, (Instant, u64), Hasher>,
     /// Start instants of the items in flight, for unfinished work and longest running.
     in_flight: BTreeSet<(Instant, u64)>,
     next_id: u64,
 }
 
-/// Marks a slot in flight from `now`, observing its queue latency.
-fn start(slot: &mut Slot, timings: Option<&mut Timings>, now: Option<Instant>) {
-    slot.phase = Phase::Processing;
-    if let (Some(t), Some(now)) = (timings, now) {
-        if let Some(q) = slot.queued_at.take() {
-            t.queue_latency.observe(now.saturating_duration_since(q));
+impl<T> Default for Timings<T> {
+    fn default() -> Self {
+        Timings {
+            queue_latency: Histogram::default(),
+            work_duration: Histogram::default(),
+            queued_at: HashMap::default(),
+            started: HashMap::default(),
+            in_flight: BTreeSet::new(),
+            next_id: 0,
         }
-        let id = t.next_id;
-        t.next_id += 1;
-        t.in_flight.insert((now, id));
-        slot.started = Some((now, id));
+    }
+}
+
+impl<T: Hash + Eq + Clone> Timings<T> {
+    fn dirty(&mut self, item: &T, at: Instant) {
+        if !self.queued_at.contains_key(item) {
+            self.queued_at.insert(item.clone(), at);
+        }
+    }
+
+    fn start(&mut self, item: &T, now: Instant) {
+        if let Some(q) = self.queued_at.remove(item) {
+            self.queue_latency.observe(now.saturating_duration_since(q));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.in_flight.insert((now, id));
+        self.started.insert(item.clone(), (now, id));
+    }
+
+    fn finish(&mut self, item: &T, now: Instant) {
+        if let Some((start, id)) = self.started.remove(item) {
+            self.work_duration
+                .observe(now.saturating_duration_since(start));
+            self.in_flight.remove(&(start, id));
+        }
     }
 }
 
@@ -75,7 +97,7 @@ pub(crate) enum Finished {
 #[derive(Debug)]
 pub(crate) struct State<T> {
     /// Every item that is dirty or in flight.
-    slots: HashMap<T, Slot, Hasher>,
+    slots: HashMap<T, Phase, Hasher>,
     /// Queued items, oldest first; each has a `Queued` slot.
     ready: VecDeque<T>,
     /// Delayed items by (ready-at, sequence number); `waiting_at` maps each back to its key.
@@ -94,9 +116,11 @@ pub(crate) struct State<T> {
     pub(crate) sync_waiters: usize,
     /// Tasks registered in `get_async`.
     pub(crate) async_waiters: usize,
+    /// Threads blocked in `shutdown_with_drain`.
+    pub(crate) drain_waiters: usize,
     /// The deadline some waiter is timing for the delayed items (real clocks only).
     pub(crate) timer: Option<Instant>,
-    timings: Option<Box<Timings>>,
+    timings: Option<Box<Timings<T>>>,
 }
 
 impl<T: Hash + Eq + Clone> State<T> {
@@ -115,6 +139,7 @@ impl<T: Hash + Eq + Clone> State<T> {
             retries: 0,
             sync_waiters: 0,
             async_waiters: 0,
+            drain_waiters: 0,
             timer: None,
             timings: timed.then(Box::default),
         }
@@ -140,30 +165,32 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// client-go `Add`: marks `item` dirty. Returns true if it went into the ready deque (a
     /// waiter should wake). `at` is when it became dirty (metrics). The caller checks shutdown.
     pub(crate) fn add(&mut self, item: T, at: Option<Instant>) -> bool {
-        match self.slots.entry(item) {
+        let (pushed, key) = match self.slots.entry(item) {
             Entry::Vacant(v) => {
                 let key = v.key().clone();
-                v.insert(Slot {
-                    phase: Phase::Queued,
-                    queued_at: at,
-                    started: None,
-                });
-                self.ready.push_back(key);
-                self.dirty += 1;
-                self.adds += 1;
-                true
+                v.insert(Phase::Queued);
+                (true, key)
             }
             Entry::Occupied(mut o) => {
-                let slot = o.get_mut();
-                if slot.phase == Phase::Processing {
-                    slot.phase = Phase::ProcessingDirty;
-                    slot.queued_at = at;
-                    self.dirty += 1;
-                    self.adds += 1;
+                if *o.get() != Phase::Processing {
+                    return false;
                 }
-                false
+                *o.get_mut() = Phase::ProcessingDirty;
+                if let (Some(t), Some(at)) = (self.timings.as_deref_mut(), at) {
+                    t.dirty(o.key(), at);
+                }
+                self.dirty += 1;
+                self.adds += 1;
+                return false;
             }
+        };
+        if let (Some(t), Some(at)) = (self.timings.as_deref_mut(), at) {
+            t.dirty(&key, at);
         }
+        self.ready.push_back(key);
+        self.dirty += 1;
+        self.adds += 1;
+        pushed
     }
 
     /// client-go `Get` without the waiting: hands out the oldest queued item, now in flight.
@@ -171,19 +198,15 @@ impl<T: Hash + Eq + Clone> State<T> {
         let item = self.ready.pop_front()?;
         self.dirty -= 1;
         self.in_flight += 1;
-        let timings = self.timings.as_deref_mut();
         match self.slots.get_mut(&item) {
-            Some(slot) => start(slot, timings, now),
-            // Every ready item has a slot; rebuild one rather than lose the item.
+            Some(phase) => *phase = Phase::Processing,
+            // Every ready item has a slot; rebuild it rather than lose track of the item.
             None => {
-                let mut slot = Slot {
-                    phase: Phase::Queued,
-                    queued_at: None,
-                    started: None,
-                };
-                start(&mut slot, timings, now);
-                self.slots.insert(item.clone(), slot);
+                self.slots.insert(item.clone(), Phase::Processing);
             }
+        }
+        if let (Some(t), Some(now)) = (self.timings.as_deref_mut(), now) {
+            t.start(&item, now);
         }
         Some(item)
     }
@@ -191,30 +214,27 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// client-go `Done`. An item that is not in flight is left alone (client-go would queue a
     /// dirty one a second time).
     pub(crate) fn done(&mut self, item: &T, now: Option<Instant>) -> Finished {
-        let Some(slot) = self.slots.get_mut(item) else {
+        let Some(phase) = self.slots.get_mut(item) else {
             return Finished::NotInFlight;
         };
-        let requeue = match slot.phase {
+        let finished = match *phase {
             Phase::Queued => return Finished::NotInFlight,
-            Phase::Processing => false,
-            Phase::ProcessingDirty => true,
-        };
-        if let (Some(t), Some((start, id))) = (self.timings.as_deref_mut(), slot.started.take()) {
-            if let Some(now) = now {
-                t.work_duration
-                    .observe(now.saturating_duration_since(start));
+            Phase::Processing => Finished::Forgotten,
+            Phase::ProcessingDirty => {
+                *phase = Phase::Queued;
+                Finished::Requeued
             }
-            t.in_flight.remove(&(start, id));
+        };
+        if let (Some(t), Some(now)) = (self.timings.as_deref_mut(), now) {
+            t.finish(item, now);
         }
         self.in_flight -= 1;
-        if requeue {
-            slot.phase = Phase::Queued;
+        if finished == Finished::Requeued {
             self.ready.push_back(item.clone());
-            Finished::Requeued
         } else {
             self.slots.remove(item);
-            Finished::Forgotten
         }
+        finished
     }
 
     /// Counts one `add_after` (client-go's retries metric).
