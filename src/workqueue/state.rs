@@ -7,9 +7,9 @@
 //! one hash lookup where a dirty set plus a processing set cost two or three; the ready deque
 //! holds the queued items in order.
 
+use std::collections::VecDeque;
 use std::collections::btree_map::BTreeMap;
 use std::collections::hash_map::{Entry, HashMap};
-use std::collections::{BTreeSet, VecDeque};
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
@@ -28,57 +28,78 @@ enum Phase {
     ProcessingDirty,
 }
 
-/// Latency bookkeeping, kept only when metrics are on (it costs a clock read and a hash
-/// lookup per operation). Out of the main map so that a queue without metrics keeps one byte
-/// per item beside the key.
+/// One dirty or in-flight item: 16 bytes beside the key.
 #[derive(Debug)]
-struct Timings<T> {
+struct Slot {
+    phase: Phase,
+    /// While in flight with timings: its index in [`Timings::running`].
+    run: u32,
+    /// With timings: when the item last became dirty, as [`Timings::stamp`]; 0 = not dirty.
+    queued_at: u64,
+}
+
+impl Slot {
+    fn queued(at: u64) -> Self {
+        Slot {
+            phase: Phase::Queued,
+            run: 0,
+            queued_at: at,
+        }
+    }
+}
+
+/// Latency bookkeeping, kept only when metrics are on (a clock read per operation).
+#[derive(Debug, Default)]
+struct Timings {
+    /// The first instant seen; slots keep instants as nanoseconds after it.
+    base: Option<Instant>,
     queue_latency: Histogram,
     work_duration: Histogram,
-    /// When each dirty item last became dirty.
-    queued_at: HashMap<T, Instant, Hasher>,
-    /// When each item in flight was handed out, with its key in `in_flight`.
-    started: HashMap<T, (Instant, u64), Hasher>,
-    /// Start instants of the items in flight, for unfinished work and longest running.
-    in_flight: BTreeSet<(Instant, u64)>,
-    next_id: u64,
+    /// Start instants of the items in flight, indexed by `Slot::run`; `None` = free.
+    running: Vec<Option<Instant>>,
+    free: Vec<u32>,
 }
 
-impl<T> Default for Timings<T> {
-    fn default() -> Self {
-        Timings {
-            queue_latency: Histogram::default(),
-            work_duration: Histogram::default(),
-            queued_at: HashMap::default(),
-            started: HashMap::default(),
-            in_flight: BTreeSet::new(),
-            next_id: 0,
-        }
-    }
-}
-
-impl<T: Hash + Eq + Clone> Timings<T> {
-    fn dirty(&mut self, item: &T, at: Instant) {
-        if !self.queued_at.contains_key(item) {
-            self.queued_at.insert(item.clone(), at);
-        }
+impl Timings {
+    /// `at` as 1 + nanoseconds after the base (0 is "none"; saturates after 584 years).
+    fn stamp(&mut self, at: Instant) -> u64 {
+        let base = *self.base.get_or_insert(at);
+        let nanos = at.saturating_duration_since(base).as_nanos();
+        u64::try_from(nanos).unwrap_or(u64::MAX - 1) + 1
     }
 
-    fn start(&mut self, item: &T, now: Instant) {
-        if let Some(q) = self.queued_at.remove(item) {
+    fn instant(&self, stamp: u64) -> Option<Instant> {
+        let base = self.base?;
+        let since = stamp.checked_sub(1)?;
+        base.checked_add(Duration::from_nanos(since))
+    }
+
+    fn start(&mut self, slot: &mut Slot, now: Instant) {
+        if let Some(q) = self.instant(std::mem::take(&mut slot.queued_at)) {
             self.queue_latency.observe(now.saturating_duration_since(q));
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.in_flight.insert((now, id));
-        self.started.insert(item.clone(), (now, id));
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.running.push(None);
+                u32::try_from(self.running.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        if let Some(r) = self.running.get_mut(index as usize) {
+            *r = Some(now);
+        }
+        slot.run = index;
     }
 
-    fn finish(&mut self, item: &T, now: Instant) {
-        if let Some((start, id)) = self.started.remove(item) {
+    fn finish(&mut self, slot: &Slot, now: Instant) {
+        if let Some(start) = self
+            .running
+            .get_mut(slot.run as usize)
+            .and_then(Option::take)
+        {
             self.work_duration
                 .observe(now.saturating_duration_since(start));
-            self.in_flight.remove(&(start, id));
+            self.free.push(slot.run);
         }
     }
 }
@@ -97,7 +118,7 @@ pub(crate) enum Finished {
 #[derive(Debug)]
 pub(crate) struct State<T> {
     /// Every item that is dirty or in flight.
-    slots: HashMap<T, Phase, Hasher>,
+    slots: HashMap<T, Slot, Hasher>,
     /// Queued items, oldest first; each has a `Queued` slot.
     ready: VecDeque<T>,
     /// Delayed items by (ready-at, sequence number); `waiting_at` maps each back to its key.
@@ -120,7 +141,7 @@ pub(crate) struct State<T> {
     pub(crate) drain_waiters: usize,
     /// The deadline some waiter is timing for the delayed items (real clocks only).
     pub(crate) timer: Option<Instant>,
-    timings: Option<Box<Timings<T>>>,
+    timings: Option<Box<Timings>>,
 }
 
 impl<T: Hash + Eq + Clone> State<T> {
@@ -165,29 +186,28 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// client-go `Add`: marks `item` dirty. Returns true if it went into the ready deque (a
     /// waiter should wake). `at` is when it became dirty (metrics). The caller checks shutdown.
     pub(crate) fn add(&mut self, item: T, at: Option<Instant>) -> bool {
-        let (pushed, key) = match self.slots.entry(item) {
+        let at = match (self.timings.as_deref_mut(), at) {
+            (Some(t), Some(at)) => t.stamp(at),
+            _ => 0,
+        };
+        let pushed = match self.slots.entry(item) {
             Entry::Vacant(v) => {
                 let key = v.key().clone();
-                v.insert(Phase::Queued);
-                (true, key)
+                v.insert(Slot::queued(at));
+                self.ready.push_back(key);
+                true
             }
             Entry::Occupied(mut o) => {
-                if *o.get() != Phase::Processing {
+                let slot = o.get_mut();
+                if slot.phase != Phase::Processing {
                     return false;
                 }
-                *o.get_mut() = Phase::ProcessingDirty;
-                if let (Some(t), Some(at)) = (self.timings.as_deref_mut(), at) {
-                    t.dirty(o.key(), at);
-                }
-                self.dirty += 1;
-                self.adds += 1;
-                return false;
+                // In flight: `done` queues it again.
+                slot.phase = Phase::ProcessingDirty;
+                slot.queued_at = at;
+                false
             }
         };
-        if let (Some(t), Some(at)) = (self.timings.as_deref_mut(), at) {
-            t.dirty(&key, at);
-        }
-        self.ready.push_back(key);
         self.dirty += 1;
         self.adds += 1;
         pushed
@@ -198,15 +218,21 @@ impl<T: Hash + Eq + Clone> State<T> {
         let item = self.ready.pop_front()?;
         self.dirty -= 1;
         self.in_flight += 1;
+        let timings = self.timings.as_deref_mut();
+        let start = |slot: &mut Slot| {
+            slot.phase = Phase::Processing;
+            if let (Some(t), Some(now)) = (timings, now) {
+                t.start(slot, now);
+            }
+        };
         match self.slots.get_mut(&item) {
-            Some(phase) => *phase = Phase::Processing,
+            Some(slot) => start(slot),
             // Every ready item has a slot; rebuild it rather than lose track of the item.
             None => {
-                self.slots.insert(item.clone(), Phase::Processing);
+                let mut slot = Slot::queued(0);
+                start(&mut slot);
+                self.slots.insert(item.clone(), slot);
             }
-        }
-        if let (Some(t), Some(now)) = (self.timings.as_deref_mut(), now) {
-            t.start(&item, now);
         }
         Some(item)
     }
@@ -214,22 +240,20 @@ impl<T: Hash + Eq + Clone> State<T> {
     /// client-go `Done`. An item that is not in flight is left alone (client-go would queue a
     /// dirty one a second time).
     pub(crate) fn done(&mut self, item: &T, now: Option<Instant>) -> Finished {
-        let Some(phase) = self.slots.get_mut(item) else {
+        let Some(slot) = self.slots.get_mut(item) else {
             return Finished::NotInFlight;
         };
-        let finished = match *phase {
+        let finished = match slot.phase {
             Phase::Queued => return Finished::NotInFlight,
             Phase::Processing => Finished::Forgotten,
-            Phase::ProcessingDirty => {
-                *phase = Phase::Queued;
-                Finished::Requeued
-            }
+            Phase::ProcessingDirty => Finished::Requeued,
         };
         if let (Some(t), Some(now)) = (self.timings.as_deref_mut(), now) {
-            t.finish(item, now);
+            t.finish(slot, now);
         }
         self.in_flight -= 1;
         if finished == Finished::Requeued {
+            slot.phase = Phase::Queued;
             self.ready.push_back(item.clone());
         } else {
             self.slots.remove(item);
@@ -330,9 +354,10 @@ impl<T: Hash + Eq + Clone> State<T> {
         let (unfinished, longest) = match (self.timings.as_deref(), now) {
             (Some(t), Some(now)) => {
                 let ages = t
-                    .in_flight
+                    .running
                     .iter()
-                    .map(|(start, _)| now.saturating_duration_since(*start));
+                    .flatten()
+                    .map(|start| now.saturating_duration_since(*start));
                 let total = ages.clone().fold(Duration::ZERO, Duration::saturating_add);
                 (total, ages.max().unwrap_or_default())
             }
