@@ -62,8 +62,9 @@ impl Clock for SystemClock {
 /// A clock that stands still until [`FakeClock::advance`] moves it; clones share one time.
 ///
 /// Queues built on it never wait on a real timer: `advance` moves every item whose delay has
-/// passed into its queue before it returns, so a test can assert on [`WorkQueue::len`]
-/// (super::WorkQueue::len) right after. client-go's tests use `clock.FakeClock` the same way.
+/// passed into its queue before it returns, so a test can assert on
+/// [`WorkQueue::len`](super::WorkQueue::len) right after. client-go's tests use
+/// `clock.FakeClock` the same way.
 ///
 /// # Examples
 ///
