@@ -1,0 +1,106 @@
+//! Per-item exponential backoff (client-go `ItemExponentialFailureRateLimiter`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use super::RateLimiter;
+
+/// Waits `base · 2^n` after an item's `n`-th recorded failure (counting from 0), capped at
+/// `max`; the first failure waits `base`. Overflow-safe: any `n` whose delay would not fit in a
+/// [`Duration`] waits `max`.
+///
+/// Keeps one counter per item until [`RateLimiter::forget`]: forget items that succeeded, or
+/// the map grows with every key that ever failed (as in client-go).
+pub struct ItemExponentialRateLimiter<T> {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<T, u64, foldhash::fast::RandomState>>,
+}
+
+impl<T> ItemExponentialRateLimiter<T> {
+    /// Backoff starting at `base`, doubling per failure, never above `max` (client-go's
+    /// controller default is 5 ms and 1000 s).
+    pub fn new(base: Duration, max: Duration) -> Self {
+        ItemExponentialRateLimiter {
+            base,
+            max,
+            failures: Mutex::new(HashMap::default()),
+        }
+    }
+
+    /// The delay after `failures` earlier failures: `base · 2^failures`, capped at `max`.
+    pub fn delay_for(&self, failures: u64) -> Duration {
+        // 2^32 and more overflows any non-zero base (Duration holds under 2^64 s).
+        let Ok(shift) = u32::try_from(failures) else {
+            return if self.base.is_zero() {
+                self.base
+            } else {
+                self.max
+            };
+        };
+        if shift >= 32 {
+            return if self.base.is_zero() {
+                self.base
+            } else {
+                self.max
+            };
+        }
+        self.base
+            .checked_mul(1u32 << shift)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+impl<T> fmt::Debug for ItemExponentialRateLimiter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tracked = self
+            .failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("ItemExponentialRateLimiter")
+            .field("base", &self.base)
+            .field("max", &self.max)
+            .field("tracked_items", &tracked)
+            .finish()
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send> RateLimiter<T> for ItemExponentialRateLimiter<T> {
+    fn when(&self, item: &T) -> Duration {
+        let earlier = {
+            let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+            match failures.get_mut(item) {
+                Some(n) => {
+                    let earlier = *n;
+                    *n = n.saturating_add(1);
+                    earlier
+                }
+                None => {
+                    failures.insert(item.clone(), 1);
+                    0
+                }
+            }
+        };
+        self.delay_for(earlier)
+    }
+
+    fn forget(&self, item: &T) {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(item);
+    }
+
+    fn num_requeues(&self, item: &T) -> u64 {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(item)
+            .copied()
+            .unwrap_or(0)
+    }
+}
