@@ -560,6 +560,64 @@ async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_
     informer.shutdown();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_reads_use_them() {
+    use informer::informer::TypedIndexError;
+    use informer::store::{LABELS_INDEX, StoreError, labels_index_func};
+    use k8s_pb::api::core::v1::Pod;
+
+    let sim = SimServer::new(sim_config(150)).unwrap();
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .add_indexers([(LABELS_INDEX.to_owned(), labels_index_func())])
+        .unwrap();
+    let typed: TypedLister<Pod> = TypedLister::new(informer.lister());
+    let by_app = |typed_too: bool| {
+        // app label value -> keys, from the index and by hand, on one store version.
+        let snap = informer.store().snapshot();
+        let mut by_hand: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
+        for (k, o) in snap.iter() {
+            by_hand
+                .entry(o.meta().labels["app"].clone())
+                .or_default()
+                .push(k.clone());
+        }
+        for (app, keys) in &mut by_hand {
+            keys.sort();
+            let from_index = snap
+                .index_keys(LABELS_INDEX, &format!("app={app}"))
+                .unwrap();
+            assert_eq!(&from_index, keys, "app={app}");
+            if typed_too {
+                let pods = typed.by_index(LABELS_INDEX, &format!("app={app}")).unwrap();
+                assert!(
+                    pods.iter()
+                        .all(|p| { p.metadata.as_ref().unwrap().labels.get("app") == Some(app) })
+                );
+            }
+        }
+        by_hand.len()
+    };
+    assert!(by_app(true) > 10, "existing objects indexed");
+    // Later changes keep the index in step.
+    let rv = sim.flood(2_000).await.unwrap();
+    informer.store().wait_for(rv).await.unwrap();
+    by_app(false);
+
+    assert!(matches!(
+        informer.add_indexers([(LABELS_INDEX.to_owned(), labels_index_func())]),
+        Err(StoreError::IndexExists { .. })
+    ));
+    assert!(matches!(
+        typed.by_index("no-such-index", "x"),
+        Err(TypedIndexError::Store(StoreError::UnknownIndex { .. }))
+    ));
+    assert_eq!(typed.by_index(LABELS_INDEX, "app=none").unwrap(), vec![]);
+    informer.shutdown();
+}
+
 #[test]
 fn label_selectors_parse_as_upstream_and_reject_bad_input() {
     let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {

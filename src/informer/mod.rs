@@ -33,7 +33,7 @@ mod typed;
 pub use lister::{Lister, NamespaceLister};
 pub use options::{HandlerOptions, InformerConfig, MIN_RESYNC_PERIOD};
 pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
-pub use typed::{TypedLister, TypedNamespaceLister};
+pub use typed::{TypedIndexError, TypedLister, TypedNamespaceLister};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -46,7 +46,7 @@ use crate::distributor::{
 use crate::fifo::{DeltaFifo, Transform};
 use crate::object::Object;
 use crate::reflector::{ListerWatcher, Reflector, ReflectorConfig, ReflectorMetrics};
-use crate::store::{Store, Writer, store};
+use crate::store::{IndexFunc, Store, StoreError, Writer, store};
 
 use options::normalize_resync;
 use resync::Resync;
@@ -287,6 +287,27 @@ impl<L: ListerWatcher> Informer<L> {
     /// [`Registration::has_synced`]). One atomic read; callable from a handler.
     pub fn has_synced(&self) -> bool {
         self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// Adds indexes to the informer's store and indexes every cached object with them, in one
+    /// store version (client-go `AddIndexers`, which upstream allows only before start; here
+    /// any time). Reads through [`store`](Self::store), [`lister`](Self::lister) and typed
+    /// listers see the new indexes complete or not at all.
+    ///
+    /// # Errors
+    /// [`StoreError::IndexExists`] when a name is taken or given twice;
+    /// [`StoreError::IndexFunc`] when a function fails on a cached object. The store is then
+    /// unchanged.
+    pub fn add_indexers<I>(&self, indexers: I) -> Result<(), StoreError>
+    where
+        I: IntoIterator<Item = (String, IndexFunc)>,
+    {
+        let mut state = self
+            .shared
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.writer.add_indexers(indexers)
     }
 
     /// Sets the transform applied to every object before it is queued and stored (client-go

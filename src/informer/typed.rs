@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use super::lister::{Lister, NamespaceLister};
 use super::selector::LabelSelector;
 use crate::object::{DecodeError, Object, ObjectKey};
+use crate::store::StoreError;
 
 const SHARDS: usize = 16;
 
@@ -154,6 +155,17 @@ impl<K: prost::Message + Default + Send + Sync + 'static> TypedLister<K> {
         self.all(self.lister.list_matching(selector))
     }
 
+    /// The objects indexed under `value` in the index `index`, typed, read from one snapshot
+    /// (client-go `GetIndexer().ByIndex` plus the type assertion of generated listers).
+    ///
+    /// # Errors
+    /// [`TypedIndexError::Store`] for an unknown index; [`TypedIndexError::Decode`] for the
+    /// first object that does not decode as `K`.
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, TypedIndexError> {
+        let objs = self.lister.store().by_index(index, value)?;
+        Ok(self.all(objs)?)
+    }
+
     /// Typed reads of one namespace.
     pub fn namespace(&self, namespace: &str) -> TypedNamespaceLister<K> {
         TypedNamespaceLister {
@@ -161,6 +173,18 @@ impl<K: prost::Message + Default + Send + Sync + 'static> TypedLister<K> {
             lister: self.lister.namespace(namespace),
         }
     }
+}
+
+/// Why a typed index read ([`TypedLister::by_index`]) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TypedIndexError {
+    /// The index does not exist.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An object indexed under the value does not decode as the lister's kind.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
 }
 
 /// Typed reads of one namespace (client-go `DeploymentNamespaceLister`).
