@@ -825,3 +825,106 @@ async fn sim_initial(sim: &SimServer, rv: u64) -> BTreeMap<ObjectKey, (String, S
         })
         .collect()
 }
+
+#[tokio::test]
+async fn deployments_are_named_by_app_and_own_nothing() {
+    let dir = default_fixtures_dir().unwrap();
+    let sim = SimServer::new(
+        SimConfig::new(Templates::deployments(&dir).unwrap())
+            .seed(4)
+            .namespaces(3)
+            .apps(5)
+            .initial_objects(10),
+    )
+    .unwrap();
+    // Creates beyond namespaces * apps (15) turn into updates.
+    sim.step(500).unwrap();
+    let truth = sim.truth();
+    assert!(truth.objects.len() <= 15 && truth.objects.len() >= 10);
+    for (key, d) in &truth.objects {
+        let m = d.meta();
+        let app: u32 = key.name().strip_prefix("app-").unwrap().parse().unwrap();
+        assert!(app < 5, "{key}");
+        assert_eq!(m.labels["app"], key.name());
+        assert!(!m.labels.contains_key("pod-template-hash"));
+        assert!(m.owner_references.is_empty(), "{key}: no owner");
+        assert!(m.generate_name.is_empty());
+        assert_eq!(d.gvk().kind, "Deployment");
+    }
+    // A Deployment created by name takes its app from the name.
+    let d = sim.delete(truth.objects.keys().next().unwrap()).unwrap();
+    let again = sim.create(d.namespace(), d.name()).unwrap();
+    assert_eq!(again.meta().labels["app"], d.name());
+}
+
+#[tokio::test]
+async fn pods_are_owned_by_their_namespaces_replica_set_of_their_app() {
+    let dir = default_fixtures_dir().unwrap();
+    let sim = SimServer::new(
+        SimConfig::new(Templates::pod_states(&dir).unwrap())
+            .seed(4)
+            .namespaces(3)
+            .apps(2)
+            .initial_objects(60),
+    )
+    .unwrap();
+    // (namespace, app) → the owner's (name, uid), which must be one per pair.
+    let mut owners: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    for pod in sim.truth().objects.values() {
+        let m = pod.meta();
+        let [o] = m.owner_references.as_slice() else {
+            panic!("{}: one owner", pod.key());
+        };
+        let hash = &m.labels["pod-template-hash"];
+        assert_eq!(
+            (o.kind.as_str(), o.api_version.as_str()),
+            ("ReplicaSet", "apps/v1")
+        );
+        assert_eq!(o.controller, Some(true));
+        assert_eq!(o.name, format!("{}-{hash}", m.labels["app"]));
+        let k = (m.namespace.clone(), m.labels["app"].clone());
+        let v = (o.name.clone(), o.uid.clone());
+        assert_eq!(owners.entry(k).or_insert_with(|| v.clone()), &v);
+    }
+    assert_eq!(owners.len(), 6, "every namespace has pods of both apps");
+    let uids: std::collections::BTreeSet<_> = owners.values().map(|v| v.1.clone()).collect();
+    assert_eq!(
+        uids.len(),
+        6,
+        "ReplicaSets of two namespaces are two objects"
+    );
+}
+
+#[tokio::test]
+async fn update_template_moves_objects_between_templates() {
+    let dir = default_fixtures_dir().unwrap();
+    let states = Templates::pod_states(&dir).unwrap();
+    let phase_of = |o: &informer::object::Object| {
+        let p: k8s_pb::api::core::v1::Pod = o.decode().unwrap();
+        p.status.unwrap().phase.unwrap()
+    };
+    for (on, expect_moves) in [(false, false), (true, true)] {
+        let sim =
+            SimServer::new(SimConfig::new(states.clone()).seed(8).update_template(on)).unwrap();
+        let first = sim.create("ns-0", "p").unwrap();
+        let key = first.key();
+        let mut phases = std::collections::BTreeSet::new();
+        let mut generations = Vec::new();
+        for _ in 0..40 {
+            let o = sim.update(&key).unwrap();
+            phases.insert(phase_of(&o));
+            generations.push(o.meta().generation.unwrap());
+            // Metadata is the object's whatever the template.
+            assert_eq!(
+                (o.meta().uid.as_str(), o.name()),
+                (first.meta().uid.as_str(), "p")
+            );
+        }
+        assert_eq!(generations, (2..42).collect::<Vec<i64>>());
+        if expect_moves {
+            assert_eq!(phases.len(), 2, "Pending and Running both seen: {phases:?}");
+        } else {
+            assert_eq!(phases, [phase_of(&first)].into(), "kept its template");
+        }
+    }
+}

@@ -53,6 +53,13 @@ pub struct SimConfig {
     pub apps: u32,
     /// Objects created when the server is built (default 0).
     pub initial_objects: usize,
+    /// Whether a generated update ([`super::SimServer::update`] and the flood's) also moves
+    /// the object to a template picked at random, the current one included (default false:
+    /// an object keeps the template it was created from). With templates that are states of
+    /// one object ([`Templates::pod_states`], [`Templates::deployments`]) an update then
+    /// changes a Pod's readiness or a Deployment's `spec.replicas`, as real updates do, not
+    /// only a label.
+    pub update_template: bool,
     /// The flood generator's operation mix.
     pub mix: FloodMix,
     /// resourceVersion of the empty server before the first change (default 1; the first
@@ -125,6 +132,7 @@ impl SimConfig {
             namespaces: 10,
             apps: 50,
             initial_objects: 0,
+            update_template: false,
             mix: FloodMix::default(),
             start_resource_version: 1,
             history_window: 10_000,
@@ -176,6 +184,13 @@ impl SimConfig {
     #[must_use]
     pub fn initial_objects(mut self, n: usize) -> Self {
         self.initial_objects = n;
+        self
+    }
+
+    /// Sets [`SimConfig::update_template`].
+    #[must_use]
+    pub fn update_template(mut self, on: bool) -> Self {
+        self.update_template = on;
         self
     }
 

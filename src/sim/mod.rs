@@ -15,8 +15,17 @@
 //!   update and delete takes the next one and stamps it into the object. A DELETED event
 //!   carries the object's last state with the deletion's resourceVersion.
 //! - New objects are real fixtures re-encoded with fresh metadata (name, namespace, uid,
-//!   labels, resourceVersion, generation, creationTimestamp; owner references point at one
-//!   ReplicaSet per `app`); every other field keeps the fixture's bytes.
+//!   labels, resourceVersion, generation, creationTimestamp); every other field keeps the
+//!   fixture's bytes (or one of a few typed variants of it: [`Templates::pod_states`],
+//!   [`Templates::deployments`]).
+//! - Ownership as in a real cluster, where a Deployment `D` owns a ReplicaSet
+//!   `D-<pod-template-hash>` that owns the Pods labelled with that hash: Pods (templates with
+//!   owner references) are labelled `app: app-N` and `pod-template-hash: <hash of N>` and
+//!   owned by the ReplicaSet `app-N-<hash>` of their namespace; a server of Deployments names
+//!   its objects `app-N`, at most one per namespace and app, without owners. Two servers with
+//!   the same seed, `namespaces` and `apps`, one of Pods and one of Deployments, make a
+//!   consistent cluster (the ReplicaSets in between are not served; a Pod whose Deployment
+//!   does not exist is an orphan, as after a `kubectl delete --cascade=orphan`).
 //! - Lists: `resourceVersion` unset/`""`/`"0"` serve the current state; `N` with
 //!   `NotOlderThan` (or no match) serves the current state when `N` is not newer, else 504
 //!   Timeout with cause `ResourceVersionTooLarge`; `Exact` serves the state at `N`, 410
@@ -37,6 +46,9 @@
 //! - No HTTP here (the loopback HTTP server comes later): requests are method calls, bodies
 //!   are `Bytes` chunks.
 //! - Label and field selectors are rejected with 400 rather than evaluated.
+//! - Servers are independent: deleting a Deployment does not delete its Pods, and a flood
+//!   update changes a label and `generation` (with [`SimConfig::update_template`], also the
+//!   template: a Pod's readiness, a Deployment's replicas), never a Deployment's Pods.
 //! - resourceVersions are consecutive (a real etcd revision is shared by every resource, so
 //!   it jumps); bookmarks come every [`SimConfig::bookmark_every`] resourceVersions and every
 //!   [`SimConfig::bookmark_interval`], not about once a minute.
@@ -103,5 +115,8 @@ pub use error::SimError;
 pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
 pub use request::{RequestKind, SimRequest};
 pub use server::{SimServer, SimStats, Truth};
-pub use templates::{ETCD_POD, HEAD_POD, OPENSHIFT_PODS, Templates, default_fixtures_dir};
+pub use templates::{
+    DEPLOYMENT_REPLICAS, ETCD_POD, HEAD_DEPLOYMENT, HEAD_POD, OPENSHIFT_PODS, POD_STATES,
+    Templates, default_fixtures_dir,
+};
 pub use watch::SimWatch;

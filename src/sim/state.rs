@@ -23,6 +23,23 @@ use crate::object::{
 /// (2023-11-14T22:13:20Z + rv): deterministic, and later objects are younger.
 const BASE_TIME: i64 = 1_700_000_000;
 
+/// Whether objects are Deployments, named after their app (`app-N`, one per namespace and app)
+/// rather than generated names.
+fn named_by_app(cfg: &SimConfig) -> bool {
+    let gvk = cfg.templates.gvk();
+    gvk.group == "apps" && gvk.kind == "Deployment"
+}
+
+/// The app of a Deployment named `app-N` (`N` below [`SimConfig::apps`]); `None` for other
+/// names and kinds (they get a random app).
+fn app_of_name(cfg: &SimConfig, name: &str) -> Option<u32> {
+    if !named_by_app(cfg) {
+        return None;
+    }
+    let n: u32 = name.strip_prefix("app-")?.parse().ok()?;
+    (n < cfg.apps.max(1)).then_some(n)
+}
+
 /// One version of one object, kept as the pieces it is encoded from (see [`super::codec`]) and
 /// its wire form; the decoded [`Object`] is built on first request.
 #[derive(Debug)]
@@ -158,7 +175,14 @@ impl State {
 
     // ----- changes -----------------------------------------------------------------------
 
-    /// Metadata for a new object stamped from `template`.
+    /// Metadata for a new object stamped from `template`, of app `app-<app>`.
+    ///
+    /// Ownership follows a real cluster's Deployment → ReplicaSet → Pod chain: a Deployment
+    /// `app-N` owns a ReplicaSet `app-N-<pod-template-hash>` (one hash per app), which owns
+    /// the Pods that carry that hash in their `pod-template-hash` label. Objects of templates
+    /// with owner references (the Pods) get that ReplicaSet of their namespace as their one
+    /// controlling owner; Deployments get no owner, no `pod-template-hash` label and no
+    /// `generateName`.
     fn fresh_meta(
         &mut self,
         cfg: &SimConfig,
@@ -171,8 +195,9 @@ impl State {
         let mut m = t.clone();
         let app_name = format!("app-{app}");
         let hash = format!("{:08x}", mix(cfg.seed ^ u64::from(app)) as u32);
+        let deployment = named_by_app(cfg);
         m.name = name.to_owned();
-        m.generate_name = if t.generate_name.is_empty() {
+        m.generate_name = if t.generate_name.is_empty() || deployment {
             String::new()
         } else {
             format!("{app_name}-{hash}-")
@@ -191,12 +216,21 @@ impl State {
         m.deletion_timestamp = None;
         m.deletion_grace_period_seconds = None;
         m.labels.insert("app".to_owned(), app_name.clone());
-        m.labels
-            .insert("pod-template-hash".to_owned(), hash.clone());
+        if !deployment {
+            m.labels
+                .insert("pod-template-hash".to_owned(), hash.clone());
+        }
         m.labels.insert(VERSION_LABEL.to_owned(), "v0".to_owned());
-        if !t.owner_references.is_empty() {
-            // One controlling owner per app, with a stable uid: owner indexes see real groups.
-            let uid = SimRng::new(mix(cfg.seed ^ 0x6f77_6e65_7200_0000 ^ u64::from(app))).uuid();
+        if deployment {
+            m.owner_references.clear();
+        } else if !t.owner_references.is_empty() {
+            // One controlling owner per namespace and app, with a stable uid: owner indexes
+            // see real groups, and ReplicaSets of two namespaces are two objects.
+            let ns_hash = m
+                .namespace
+                .bytes()
+                .fold(0x6f77_6e65_7200_0000, |h, b| mix(h ^ u64::from(b)));
+            let uid = SimRng::new(mix(cfg.seed ^ ns_hash ^ u64::from(app))).uuid();
             m.owner_references = vec![OwnerReference {
                 api_version: "apps/v1".to_owned(),
                 kind: "ReplicaSet".to_owned(),
@@ -218,7 +252,10 @@ impl State {
     ) -> Result<Arc<Rec>, SimError> {
         let templates = cfg.templates.objects();
         let template = self.rng.below(templates.len() as u64) as usize;
-        let app = self.rng.below(u64::from(cfg.apps.max(1))) as u32;
+        let app = match app_of_name(cfg, name) {
+            Some(app) => app,
+            None => self.rng.below(u64::from(cfg.apps.max(1))) as u32,
+        };
         let meta = self.fresh_meta(cfg, &templates[template], namespace, name, app);
         let key = meta.key();
         if self.objects.contains_key(&key) {
@@ -258,8 +295,13 @@ impl State {
         if next == current {
             next = format!("v{}", 8 + self.rng.below(8));
         }
+        let template = if cfg.update_template {
+            self.rng.below(cfg.templates.len() as u64) as usize
+        } else {
+            prev.template
+        };
         let rec = Rec {
-            template: prev.template,
+            template,
             static_meta: prev.static_meta.clone(),
             labels: prev.labels.clone(),
             version: Some(next),
@@ -414,7 +456,23 @@ impl State {
         if n == 0 {
             op = Op::Create;
         }
+        let by_app = named_by_app(cfg);
+        if by_app
+            && op == Op::Create
+            && n >= cfg.namespaces.max(1) as usize * cfg.apps.max(1) as usize
+        {
+            // Every namespace has every app's Deployment.
+            op = Op::Update;
+        }
         match op {
+            Op::Create if by_app => loop {
+                let ns = format!("ns-{}", self.rng.below(u64::from(cfg.namespaces.max(1))));
+                let name = format!("app-{}", self.rng.below(u64::from(cfg.apps.max(1))));
+                match self.create(cfg, &ns, &name) {
+                    Err(SimError::AlreadyExists(_)) => continue,
+                    r => return r.map(drop),
+                }
+            },
             Op::Create => loop {
                 self.seq += 1;
                 let ns = format!("ns-{}", self.rng.below(u64::from(cfg.namespaces.max(1))));

@@ -16,6 +16,38 @@ pub const HEAD_POD: &str = "k8s-testdata/HEAD/core.v1.Pod.pb";
 pub const ETCD_POD: &str = "real/auger-etcd-real-protobuf/storage__pod.bin";
 /// Directory of seven real OpenShift Pods in JSON (8–33 KB each).
 pub const OPENSHIFT_PODS: &str = "real/openshift-insights-real-objects/pods";
+/// The HEAD Deployment round-trip fixture (every field of the schema set; about 12 KB).
+pub const HEAD_DEPLOYMENT: &str = "k8s-testdata/HEAD/apps.v1.Deployment.pb";
+
+/// `spec.replicas` of the [`Templates::deployments`] variants, in order.
+pub const DEPLOYMENT_REPLICAS: [i32; 4] = [1, 2, 3, 4];
+
+/// The states of the [`Templates::pod_states`] variants, in order: `(status.phase, conditions
+/// as (type, status))`. They are the four states the real Pod recorded in
+/// `real/pulumi-watch-recordings/pod/createSuccess.json` goes through from creation to ready
+/// (condition times, reasons and messages left out).
+pub const POD_STATES: [(&str, &[(&str, &str)]); 4] = [
+    ("Pending", &[]),
+    ("Pending", &[("PodScheduled", "True")]),
+    (
+        "Pending",
+        &[
+            ("Initialized", "True"),
+            ("Ready", "False"),
+            ("ContainersReady", "False"),
+            ("PodScheduled", "True"),
+        ],
+    ),
+    (
+        "Running",
+        &[
+            ("Initialized", "True"),
+            ("Ready", "True"),
+            ("ContainersReady", "True"),
+            ("PodScheduled", "True"),
+        ],
+    ),
+];
 
 /// Finds the shared fixtures directory: `$INFORMER_FIXTURES` if set, else `../shared/fixtures`
 /// relative to this crate's manifest directory, else relative to the current directory (and
@@ -162,6 +194,82 @@ impl Templates {
         }
         files.sort();
         Self::from_files_with_kind(files, &GroupVersionKind::new("", "v1", "Pod"))
+    }
+
+    /// Templates made from `base` by decoding it as the k8s-pb kind `K`, applying each of
+    /// `edits` to a copy, and encoding the result in a protobuf envelope of `base`'s kind: one
+    /// template per edit, in order. Errors: [`SimError::Encode`] when `base` does not decode
+    /// as `K` or a variant does not decode back; those of [`Templates::from_objects`].
+    fn typed_variants<K: prost::Message + Default + Clone>(
+        base: &Object,
+        edits: impl IntoIterator<Item = impl FnOnce(&mut K)>,
+    ) -> Result<Self, SimError> {
+        let typed: K = base.decode()?;
+        let mut objects = Vec::new();
+        for edit in edits {
+            let mut v = typed.clone();
+            edit(&mut v);
+            let envelope = object::encode_envelope(base.gvk(), &v.encode_to_vec());
+            objects.push(object::decode(envelope)?);
+        }
+        Self::from_objects(objects)
+    }
+
+    /// The HEAD `apps.v1.Deployment` fixture ([`HEAD_DEPLOYMENT`]) as one template per
+    /// [`DEPLOYMENT_REPLICAS`] value of `spec.replicas` (everything else as the fixture has
+    /// it): protobuf, about 12 KB each. A simulator of Deployments names its objects after their
+    /// app (see the [module docs](super)); with
+    /// [`SimConfig::update_template`](super::SimConfig::update_template) an update scales one.
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`]; [`SimError::Encode`] if the fixture does not decode as its
+    /// kind.
+    pub fn deployments(fixtures_dir: &Path) -> Result<Self, SimError> {
+        let base = Self::from_files([fixtures_dir.join(HEAD_DEPLOYMENT)])?;
+        Self::typed_variants(
+            &base.objects[0],
+            DEPLOYMENT_REPLICAS.map(|n| {
+                move |d: &mut k8s_pb::api::apps::v1::Deployment| {
+                    d.spec.get_or_insert_with(Default::default).replicas = Some(n);
+                }
+            }),
+        )
+    }
+
+    /// The real etcd Pod ([`ETCD_POD`]) in the four [`POD_STATES`] of a Pod going from
+    /// creation to ready: `status.phase` and `status.conditions` as listed, every container
+    /// status `ready` only in the last (Running, Ready) state; everything else as stored in
+    /// etcd. Protobuf, about 1.5 KB each. With
+    /// [`SimConfig::update_template`](super::SimConfig::update_template) an update moves a Pod
+    /// to a random state (a flood of readiness changes, not a lifecycle).
+    ///
+    /// # Errors
+    /// As [`Templates::from_files`]; [`SimError::Encode`] if the fixture does not decode as its
+    /// kind.
+    pub fn pod_states(fixtures_dir: &Path) -> Result<Self, SimError> {
+        use k8s_pb::api::core::v1::{Pod, PodCondition};
+        let base = Self::from_files([fixtures_dir.join(ETCD_POD)])?;
+        Self::typed_variants(
+            &base.objects[0],
+            POD_STATES.map(|(phase, conditions)| {
+                move |p: &mut Pod| {
+                    let status = p.status.get_or_insert_with(Default::default);
+                    status.phase = Some(phase.to_owned());
+                    status.conditions = conditions
+                        .iter()
+                        .map(|(t, s)| PodCondition {
+                            r#type: Some((*t).to_owned()),
+                            status: Some((*s).to_owned()),
+                            ..PodCondition::default()
+                        })
+                        .collect();
+                    let ready = conditions.contains(&("Ready", "True"));
+                    for c in &mut status.container_statuses {
+                        c.ready = Some(ready);
+                    }
+                }
+            }),
+        )
     }
 
     /// The template objects.
