@@ -1,0 +1,407 @@
+//! A controller in the shape of Kubernetes' HorizontalPodAutoscaler controller, on this
+//! crate's informers: one `SharedInformerFactory` with a Deployment and a Pod informer (typed
+//! through k8s-pb), handlers that put `namespace/name` keys on a rate-limited `WorkQueue` (a
+//! Pod's events enqueue its Deployment, found through its ReplicaSet owner), workers that
+//! reconcile each Deployment from the listers (desired replicas, owned Pods, ready Pods, by a
+//! Pod index), `wait_for_cache_sync` before the workers start, and on Ctrl-C (or after
+//! `--duration`) a drain of the queue and a summary. The controller itself is in
+//! `examples/controller/hpa.rs`; `tests/controller.rs` runs it too.
+//!
+//! Run: `cargo run --release --example controller -- --in-process --duration 10`
+//! (`--help` for the rest).
+//!
+//! With `--in-process` it watches two embedded simulators (Deployments and Pods of one
+//! simulated cluster) that it floods while it runs; at the end it waits until its caches hold
+//! the simulators' last change, drains the queue and checks every Deployment's status against
+//! the simulators' truth (exit code 1 if one differs).
+
+#[path = "controller/hpa.rs"]
+mod hpa;
+#[path = "controller/truth.rs"]
+mod truth;
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
+use informer::informer::Informer;
+use informer::reflector::ListerWatcher;
+use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::workqueue::{QueueMetrics, WorkQueue};
+use k8s_pb::api::apps::v1::Deployment;
+use k8s_pb::api::core::v1::Pod;
+
+use hpa::{Controller, deployment_of};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Command-line arguments.
+#[derive(Debug, clap::Parser)]
+#[command(about = "A HorizontalPodAutoscaler-shaped controller on informer's caches")]
+struct Args {
+    /// Watch two embedded simulators (Deployments and Pods) instead of an API server, flood
+    /// them while running, and verify the result against their truth at the end.
+    #[arg(long)]
+    in_process: bool,
+    /// Worker threads reconciling Deployments.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+    /// Stop after this many seconds (default: at Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds between status lines (0 = none).
+    #[arg(long, default_value_t = 2.0)]
+    status_every: f64,
+    /// Print the work queue's metrics (OpenMetrics text) at the end.
+    #[arg(long)]
+    metrics: bool,
+    /// Simulator: Deployments created before start (the flood holds about this many; at
+    /// most `namespaces * apps`).
+    #[arg(long, default_value_t = 400)]
+    deployments: usize,
+    /// Simulator: Pods created before start (the flood holds about this many).
+    #[arg(long, default_value_t = 4_000)]
+    pods: usize,
+    /// Simulator: Pod changes per second while running (Deployments get a tenth of that).
+    #[arg(long, default_value_t = 5_000.0)]
+    rate: f64,
+    /// Simulator: namespaces.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    namespaces: u32,
+    /// Simulator: apps (one Deployment per namespace and app).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    apps: u32,
+    /// Simulator: seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let args: Args = clap::Parser::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("controller: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("controller: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs against the source the arguments name; `Ok(false)` when a verification failed.
+async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
+    if !(args.rate.is_finite() && args.rate >= 0.0) {
+        return Err(format!("--rate {} is not a rate", args.rate).into());
+    }
+    if !args.in_process {
+        return Err("only --in-process is available in this build".into());
+    }
+    let sims = Sims::new(args)?;
+    println!(
+        "in-process simulators: {} deployments, {} pods in {} namespaces, {} pod changes/s",
+        sims.deployments.stats().objects,
+        sims.pods.stats().objects,
+        args.namespaces,
+        args.rate
+    );
+    let (d, p) = (sims.deployments.clone(), sims.pods.clone());
+    let factory = SharedInformerFactory::new(move |gvr: &GroupVersionResource, _: Option<&str>| {
+        if gvr.resource == "deployments" {
+            d.clone()
+        } else {
+            p.clone()
+        }
+    });
+    control(args, factory, Some(&sims)).await
+}
+
+/// A simulated cluster: a server of Deployments and one of Pods with the same seed,
+/// namespaces and apps (so that Pods belong to the Deployments), moving objects between
+/// template variants on updates (scaling, readiness changes).
+struct Sims {
+    deployments: SimServer,
+    pods: SimServer,
+}
+
+impl Sims {
+    fn new(args: &Args) -> Result<Self, Box<dyn Error>> {
+        let dir = default_fixtures_dir()?;
+        let config = |t: Templates, n: usize| {
+            SimConfig::new(t)
+                .seed(args.seed)
+                .namespaces(args.namespaces)
+                .apps(args.apps)
+                .initial_objects(n)
+                .target_objects(n)
+                .update_template(true)
+        };
+        let capacity = args.namespaces as usize * args.apps as usize;
+        Ok(Sims {
+            deployments: SimServer::new(config(
+                Templates::deployments(&dir)?,
+                args.deployments.min(capacity),
+            ))?,
+            pods: SimServer::new(config(Templates::pod_states(&dir)?, args.pods))?,
+        })
+    }
+
+    /// Floods both servers at `rate` Pod changes per second (a tenth of that for
+    /// Deployments), in 100 ms steps, until cancelled.
+    async fn drive(&self, rate: f64) -> Result<(), Box<dyn Error>> {
+        if rate <= 0.0 {
+            return std::future::pending().await;
+        }
+        let step = Duration::from_millis(100);
+        let mut tick = tokio::time::interval(step);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let started = tokio::time::Instant::now();
+        let (mut pods, mut deployments) = (0u64, 0u64);
+        loop {
+            tick.tick().await;
+            let secs = started.elapsed().as_secs_f64();
+            let p = (rate * secs) as u64 - pods;
+            let d = (rate / 10.0 * secs) as u64 - deployments;
+            self.pods.flood(p).await?;
+            self.deployments.flood(d).await?;
+            pods += p;
+            deployments += d;
+        }
+    }
+}
+
+/// Runs the controller on `factory` until Ctrl-C or `--duration`, then drains and prints the
+/// summary. With `sims`, also floods them and verifies the result; returns whether it matched
+/// (always `true` without simulators).
+async fn control<L, F>(
+    args: &Args,
+    factory: SharedInformerFactory<L, F>,
+    sims: Option<&Sims>,
+) -> Result<bool, Box<dyn Error>>
+where
+    L: ListerWatcher,
+    F: MakeListerWatcher<L>,
+{
+    let started = Instant::now();
+    let (registry, metrics) = QueueMetrics::new_registry();
+    // The HPA controller's queue: client-go's default controller rate limiter for retries.
+    let queue = WorkQueue::builder()
+        .name("horizontalpodautoscaler")
+        .metrics(&metrics)
+        .build();
+    let controller = Controller::new(&factory, queue)?;
+    let d_informer = factory.informer::<Deployment>().informer().clone();
+    let p_informer = factory.informer::<Pod>().informer().clone();
+
+    factory.start(&tokio::runtime::Handle::current());
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(120)).await;
+    if let Some((gvr, _)) = synced.iter().find(|(_, ok)| !**ok) {
+        return Err(format!("cache of {gvr} did not sync within 120 s").into());
+    }
+    println!(
+        "caches synced in {:.2} s: {} deployments, {} pods; starting {} workers",
+        started.elapsed().as_secs_f64(),
+        d_informer.store().len(),
+        p_informer.store().len(),
+        args.workers
+    );
+    let workers = controller.start_workers(usize::from(args.workers))?;
+    let running = Instant::now();
+
+    let stop = async {
+        match args.duration {
+            Some(d) => tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))).await,
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    let drive = async {
+        match sims {
+            Some(s) => s.drive(args.rate).await,
+            None => std::future::pending().await,
+        }
+    };
+    let status = async {
+        if args.status_every <= 0.0 {
+            return std::future::pending().await;
+        }
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(args.status_every));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            println!("{}", status_line(&controller, running));
+        }
+    };
+    let outcome = tokio::select! {
+        () = stop => Ok(()),
+        r = drive => r,
+        () = status => Ok(()),
+    };
+    let ran = running.elapsed();
+    println!("stopping: draining the queue");
+
+    // With simulators: let the caches and handlers catch up with the last change first, so
+    // the drained result can be checked against the truth.
+    if let Some(s) = sims {
+        let (d_rv, p_rv) = (s.deployments.resource_version(), s.pods.resource_version());
+        let wait = Duration::from_secs(60);
+        tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
+        tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
+        tokio::task::block_in_place(|| {
+            d_informer.flush();
+            p_informer.flush();
+        });
+    }
+    controller.queue().shutdown_with_drain_async().await;
+    let panicked = tokio::task::block_in_place(|| workers.join());
+    let drained = running.elapsed() - ran;
+
+    let verified = match sims {
+        Some(s) => {
+            let expected = truth::expected(&s.deployments.truth(), &s.pods.truth())?;
+            match truth::diff(&expected, &controller.statuses()) {
+                None => {
+                    println!(
+                        "verified: all {} deployment statuses equal the simulators' truth",
+                        expected.len()
+                    );
+                    true
+                }
+                Some(d) => {
+                    println!("VERIFICATION FAILED: {d}");
+                    false
+                }
+            }
+        }
+        None => true,
+    };
+    print_summary(
+        &controller,
+        &d_informer,
+        &p_informer,
+        ran,
+        drained,
+        panicked,
+    );
+    if args.metrics {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        print!("{text}");
+    }
+    tokio::task::block_in_place(|| factory.shutdown());
+    outcome?;
+    Ok(verified && panicked == 0)
+}
+
+fn status_line(c: &Controller, since: Instant) -> String {
+    let s = c.stats();
+    let q = c.queue().stats();
+    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    format!(
+        "[{:>6.1}s] events: pods {} deployments {}  reconciles {} (errors {})  queue: depth {} in flight {} delayed {}  statuses {}",
+        since.elapsed().as_secs_f64(),
+        l(&s.pod_events),
+        l(&s.deployment_events),
+        l(&s.reconciles),
+        l(&s.errors),
+        q.depth,
+        q.in_flight,
+        q.delayed,
+        c.statuses().len(),
+    )
+}
+
+fn print_summary<L: ListerWatcher>(
+    c: &Controller,
+    deployments: &Arc<Informer<L>>,
+    pods: &Arc<Informer<L>>,
+    ran: Duration,
+    drained: Duration,
+    panicked: usize,
+) {
+    let statuses = c.statuses();
+    let desired: i64 = statuses.values().map(|s| i64::from(s.desired)).sum();
+    let owned: u64 = statuses.values().map(|s| u64::from(s.pods)).sum();
+    let ready: u64 = statuses.values().map(|s| u64::from(s.ready)).sum();
+    let available = statuses
+        .values()
+        .filter(|s| i64::from(s.ready) >= i64::from(s.desired))
+        .count();
+    let empty = statuses.values().filter(|s| s.pods == 0).count();
+    let d_store = deployments.store().snapshot();
+    let p_store = pods.store().snapshot();
+    let orphans = p_store
+        .iter()
+        .filter(|(_, p)| deployment_of(p).is_none_or(|k| !d_store.contains_key(k.as_str())))
+        .count();
+    let s = c.stats();
+    let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let q = c.queue().stats();
+    let secs = ran.as_secs_f64().max(1e-9);
+    println!(
+        "summary after {:.1} s (drain {:.0} ms):",
+        secs,
+        drained.as_secs_f64() * 1e3
+    );
+    println!(
+        "  cache        {} deployments, {} pods ({} without a cached deployment)",
+        d_store.len(),
+        p_store.len(),
+        orphans
+    );
+    println!(
+        "  statuses     {} deployments: {} desired replicas, {} pods, {} ready; {} fully ready, {} without pods",
+        statuses.len(),
+        desired,
+        owned,
+        ready,
+        available,
+        empty
+    );
+    println!(
+        "  events       pods {} ({:.0}/s, {} without a deployment owner), deployments {} ({:.0}/s)",
+        l(&s.pod_events),
+        l(&s.pod_events) as f64 / secs,
+        l(&s.unowned_pod_events),
+        l(&s.deployment_events),
+        l(&s.deployment_events) as f64 / secs
+    );
+    println!(
+        "  reconciles   {} ({:.0}/s; {} gone), errors {}, dropped {}, worker panics {}",
+        l(&s.reconciles),
+        l(&s.reconciles) as f64 / secs,
+        l(&s.gone),
+        l(&s.errors),
+        l(&s.dropped),
+        panicked
+    );
+    println!(
+        "  queue        {} adds, {} retries ({} events per reconcile)",
+        q.adds,
+        q.retries,
+        format_ratio(l(&s.pod_events) + l(&s.deployment_events), l(&s.reconciles))
+    );
+}
+
+fn format_ratio(a: u64, b: u64) -> String {
+    if b == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:.1}", a as f64 / b as f64)
+    }
+}

@@ -1,0 +1,372 @@
+//! The controller of `examples/controller.rs` (HorizontalPodAutoscaler-shaped: Deployment and
+//! Pod informers from one factory, a rate-limited work queue, workers reconciling from the
+//! listers through a Pod-to-Deployment index) against two simulators under a flood: once the
+//! caches reflect the simulators' last change and the queue is drained, every Deployment's
+//! status must equal the one computed from the simulators' truth.
+
+#[path = "../examples/controller/hpa.rs"]
+mod hpa;
+#[path = "../examples/controller/truth.rs"]
+mod truth;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use informer::factory::{GroupVersionResource, SharedInformerFactory};
+use informer::informer::InformerConfig;
+use informer::object::{self, GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference};
+use informer::reflector::{BackoffConfig, ReflectorConfig};
+use informer::sim::{Fault, SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::workqueue::WorkQueue;
+use k8s_pb::api::apps::v1::Deployment;
+use k8s_pb::api::core::v1::Pod;
+
+use hpa::{Controller, deployment_of};
+
+/// Namespaces of the simulated clusters.
+const NAMESPACES: u32 = 4;
+
+/// A server of Deployments (up to `NAMESPACES * 50` of them) and one of Pods with one seed,
+/// namespace count and app count (a consistent cluster), both moving objects between their
+/// template variants on updates (scaling, readiness changes).
+fn cluster(seed: u64, deployments: usize, pods: usize, lossless: bool) -> (SimServer, SimServer) {
+    cluster_of(seed, 50, deployments, pods, lossless)
+}
+
+/// [`cluster`] with `apps` apps per namespace.
+fn cluster_of(
+    seed: u64,
+    apps: u32,
+    deployments: usize,
+    pods: usize,
+    lossless: bool,
+) -> (SimServer, SimServer) {
+    let dir = default_fixtures_dir().unwrap();
+    let config = |t: Templates, n: usize| {
+        SimConfig::new(t)
+            .seed(seed)
+            .namespaces(NAMESPACES)
+            .apps(apps)
+            .initial_objects(n)
+            .target_objects(n)
+            .update_template(true)
+            .flow_control(lossless)
+    };
+    let d = SimServer::new(config(Templates::deployments(&dir).unwrap(), deployments)).unwrap();
+    let p = SimServer::new(config(Templates::pod_states(&dir).unwrap(), pods)).unwrap();
+    (d, p)
+}
+
+/// What one run observed.
+struct Run {
+    controller: Arc<Controller>,
+    relists: u64,
+}
+
+/// Runs the controller (informers made with `config`) with `workers` workers against `deployments` and `pods`: sync, then
+/// `arm` (faults), then floods of `deployment_events` and `pod_events` changes made at the
+/// same time, then waits until both caches reflect the last change and every handler has
+/// handled it, then drains the queue and stops. Checks the result against the truth.
+async fn run(
+    (deployments, pods): (SimServer, SimServer),
+    config: InformerConfig,
+    workers: usize,
+    deployment_events: u64,
+    pod_events: u64,
+    arm: impl FnOnce(&SimServer, &SimServer),
+) -> Run {
+    let factory = {
+        let (d, p) = (deployments.clone(), pods.clone());
+        SharedInformerFactory::new(move |gvr: &GroupVersionResource, _ns: Option<&str>| {
+            if gvr.resource == "deployments" {
+                d.clone()
+            } else {
+                p.clone()
+            }
+        })
+        .informer_config(config)
+    };
+    let queue = WorkQueue::builder().name("hpa").build();
+    let controller = Controller::new(&factory, queue.clone()).unwrap();
+    factory.start(&tokio::runtime::Handle::current());
+    let synced = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+    assert_eq!(synced.len(), 2);
+    assert!(synced.values().all(|s| *s), "caches synced: {synced:?}");
+    let workers = controller.start_workers(workers).unwrap();
+
+    arm(&deployments, &pods);
+    let (d_rv, p_rv) = tokio::join!(deployments.flood(deployment_events), pods.flood(pod_events));
+    let (d_rv, p_rv) = (d_rv.unwrap(), p_rv.unwrap());
+
+    let d_informer = factory.informer::<Deployment>().informer().clone();
+    let p_informer = factory.informer::<Pod>().informer().clone();
+    let wait = Duration::from_secs(60);
+    tokio::time::timeout(wait, d_informer.store().wait_for(d_rv))
+        .await
+        .expect("deployment cache caught up")
+        .unwrap();
+    tokio::time::timeout(wait, p_informer.store().wait_for(p_rv))
+        .await
+        .expect("pod cache caught up")
+        .unwrap();
+    // Every handler has handled every change: every key is queued or done.
+    let (di, pi) = (d_informer.clone(), p_informer.clone());
+    tokio::task::spawn_blocking(move || {
+        di.flush();
+        pi.flush();
+    })
+    .await
+    .unwrap();
+    assert!(controller.handlers_synced());
+    controller.queue().shutdown_with_drain_async().await;
+    let panicked = tokio::task::spawn_blocking(move || workers.join())
+        .await
+        .unwrap();
+    assert_eq!(panicked, 0, "no worker panicked");
+
+    let expected = truth::expected(&deployments.truth(), &pods.truth()).unwrap();
+    assert!(
+        expected.len() > 10 && expected.values().any(|s| s.ready > 0),
+        "a cluster worth checking: {} deployments",
+        expected.len()
+    );
+    if let Some(d) = truth::diff(&expected, &controller.statuses()) {
+        panic!("controller statuses differ from the truth: {d}");
+    }
+    let relists = p_informer
+        .reflector_metrics()
+        .map_or(0, |m| m.relists.load(Ordering::Relaxed))
+        + d_informer
+            .reflector_metrics()
+            .map_or(0, |m| m.relists.load(Ordering::Relaxed));
+    factory.shutdown();
+    Run {
+        controller,
+        relists,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_deployment_matches_the_truth_after_a_flood() {
+    let r = run(
+        cluster(5, 150, 1_500, true),
+        InformerConfig::default(),
+        4,
+        2_000,
+        20_000,
+        |_, _| {},
+    )
+    .await;
+    let s = r.controller.stats();
+    assert_eq!(s.errors.load(Ordering::Relaxed), 0);
+    assert_eq!(s.dropped.load(Ordering::Relaxed), 0);
+    // Every pod change and deployment change went through a handler.
+    assert!(s.pod_events.load(Ordering::Relaxed) >= 20_000 + 1_500);
+    assert!(s.deployment_events.load(Ordering::Relaxed) >= 2_000 + 150);
+    // Deletions of Deployments during the flood were reconciled as gone.
+    assert!(s.gone.load(Ordering::Relaxed) > 0);
+    // The queue deduplicated: fewer reconciles than events, yet every key was reconciled.
+    let reconciles = s.reconciles.load(Ordering::Relaxed);
+    assert!(reconciles >= r.controller.statuses().len() as u64);
+    let q = r.controller.queue().stats();
+    assert!(q.shutting_down);
+    assert_eq!((q.depth, q.in_flight, q.delayed), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_converge_through_relists_and_tombstones() {
+    // Watches broken by ERROR 410 mid-flood: both informers relist, and Pods deleted while
+    // their watch was down reach the handler as tombstones. The reflector's backoff before a
+    // relist is cut to milliseconds (while it waits, the lossless flood waits too): this test
+    // is about what the controller sees after a relist; tests/faults.rs times the backoff.
+    let config = InformerConfig {
+        reflector: ReflectorConfig::default().backoff(BackoffConfig {
+            initial: Duration::from_millis(5),
+            max: Duration::from_millis(50),
+            ..BackoffConfig::default()
+        }),
+        ..InformerConfig::default()
+    };
+    let r = run(
+        cluster(9, 120, 1_200, true),
+        config,
+        2,
+        1_500,
+        12_000,
+        |d, p| {
+            for f in ["stream:410@500", "stream:410@3000"] {
+                p.inject(f.parse::<Fault>().unwrap());
+            }
+            d.inject("stream:410@300".parse::<Fault>().unwrap());
+        },
+    )
+    .await;
+    assert!(r.relists >= 3, "relisted: {}", r.relists);
+    let s = r.controller.stats();
+    assert!(
+        s.pod_tombstones.load(Ordering::Relaxed) > 0,
+        "pod deletions reached the handler as tombstones"
+    );
+    assert_eq!(r.controller.stats().errors.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_gives_the_same_statuses() {
+    let r = run(
+        cluster(7, 100, 1_000, true),
+        InformerConfig::default(),
+        1,
+        500,
+        5_000,
+        |_, _| {},
+    )
+    .await;
+    assert!(!r.controller.statuses().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "large: 2 000 deployments, 20 000 pods, 500 000 changes (about a minute)"]
+async fn large_cluster_under_a_long_flood() {
+    let r = run(
+        cluster_of(13, 1_000, 2_000, 20_000, true),
+        InformerConfig::default(),
+        8,
+        50_000,
+        450_000,
+        |_, _| {},
+    )
+    .await;
+    assert_eq!(r.controller.stats().errors.load(Ordering::Relaxed), 0);
+}
+
+// ----- the Pod → Deployment mapping ---------------------------------------------------------
+
+fn pod_with(owner: Option<(&str, &str, &str, bool)>, hash: Option<&str>) -> object::Object {
+    let mut meta = ObjectMeta {
+        name: "web-7d4b9c8f5-x2x9z".to_owned(),
+        namespace: "shop".to_owned(),
+        ..ObjectMeta::default()
+    };
+    if let Some(h) = hash {
+        meta.labels
+            .insert("pod-template-hash".to_owned(), h.to_owned());
+    }
+    if let Some((api_version, kind, name, controller)) = owner {
+        meta.owner_references.push(OwnerReference {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            uid: "0b5b0c8e-8f3e-4f57-9d55-2b1c2e1e7b11".to_owned(),
+            controller: Some(controller),
+            block_owner_deletion: Some(true),
+        });
+    }
+    let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
+    object::Object::from_parts(gvk, meta, Bytes::new(), object::Encoding::Protobuf)
+}
+
+#[test]
+fn a_pod_belongs_to_the_deployment_its_replica_set_is_named_after() {
+    let rs = |name| Some(("apps/v1", "ReplicaSet", name, true));
+    let key = |s: &str| Some(ObjectKey::from_raw(s));
+    // The deployment controller's naming: <deployment>-<pod-template-hash>.
+    assert_eq!(
+        deployment_of(&pod_with(rs("web-7d4b9c8f5"), Some("7d4b9c8f5"))),
+        key("shop/web")
+    );
+    // Dashes inside the Deployment's name are kept.
+    assert_eq!(
+        deployment_of(&pod_with(rs("my-web-app-5f6d"), Some("5f6d"))),
+        key("shop/my-web-app")
+    );
+    // The retired extensions group counts too.
+    assert_eq!(
+        deployment_of(&pod_with(
+            Some(("extensions/v1beta1", "ReplicaSet", "web-5f6d", true)),
+            Some("5f6d")
+        )),
+        key("shop/web")
+    );
+    // Not a Deployment's Pod.
+    for (owner, hash, why) in [
+        (rs("web-5f6d"), None, "no pod-template-hash label"),
+        (
+            rs("web-5f6d"),
+            Some("0000"),
+            "hash is not the name's suffix",
+        ),
+        (rs("5f6d"), Some("5f6d"), "nothing before the hash"),
+        (rs("web5f6d"), Some("5f6d"), "no dash before the hash"),
+        (
+            Some(("apps/v1", "ReplicaSet", "web-5f6d", false)),
+            Some("5f6d"),
+            "not the controller",
+        ),
+        (
+            Some(("batch/v1", "Job", "web-5f6d", true)),
+            Some("5f6d"),
+            "a Job's Pod",
+        ),
+        (
+            Some(("apps/v1", "StatefulSet", "web-5f6d", true)),
+            Some("5f6d"),
+            "a StatefulSet's Pod",
+        ),
+        (
+            Some(("v1", "ReplicaSet", "web-5f6d", true)),
+            Some("5f6d"),
+            "core group",
+        ),
+        (None, Some("5f6d"), "a bare Pod"),
+    ] {
+        assert_eq!(deployment_of(&pod_with(owner, hash)), None, "{why}");
+    }
+}
+
+#[test]
+fn simulated_pods_belong_to_the_simulated_deployment_of_their_app() {
+    let (d, p) = cluster(3, 150, 300, false);
+    let deployments = d.truth();
+    let mut owned = 0;
+    for pod in p.truth().objects.values() {
+        let key = deployment_of(pod).expect("every simulated Pod has a Deployment owner");
+        assert_eq!(key.namespace(), pod.namespace());
+        assert_eq!(key.name(), pod.meta().labels["app"]);
+        owned += usize::from(deployments.objects.contains_key(&key));
+    }
+    assert!(
+        owned > 150,
+        "most Pods have their Deployment: {owned} of 300"
+    );
+    for (key, dep) in &deployments.objects {
+        assert!(dep.meta().owner_references.is_empty());
+        assert_eq!(key.name(), dep.meta().labels["app"]);
+        assert!(!dep.meta().labels.contains_key("pod-template-hash"));
+    }
+}
+
+#[test]
+fn readiness_is_the_ready_condition() {
+    let dir = default_fixtures_dir().unwrap();
+    let states = Templates::pod_states(&dir).unwrap();
+    let ready: Vec<bool> = states
+        .objects()
+        .iter()
+        .map(|o| hpa::is_pod_ready(&o.decode::<Pod>().unwrap()))
+        .collect();
+    assert_eq!(ready, [false, false, false, true]);
+    let replicas: Vec<Option<i32>> = Templates::deployments(&dir)
+        .unwrap()
+        .objects()
+        .iter()
+        .map(|o| {
+            o.decode::<Deployment>()
+                .unwrap()
+                .spec
+                .and_then(|s| s.replicas)
+        })
+        .collect();
+    assert_eq!(replicas, [Some(1), Some(2), Some(3), Some(4)]);
+}
