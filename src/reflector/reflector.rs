@@ -260,17 +260,20 @@ impl<L: ListerWatcher> Reflector<L> {
         ReflectorMetrics::inc(&self.metrics.lists);
     }
 
+    /// `true` when `rv` is older than the last delivered version (both numbers).
+    fn is_behind(&self, rv: &str) -> bool {
+        matches!(
+            (parse_resource_version(rv), parse_resource_version(&self.last_rv)),
+            (Some(new), Some(old)) if new < old
+        )
+    }
+
     /// Records `rv` (from a watch event) unless it would move the resourceVersion backwards.
     fn advance(&mut self, rv: &str) {
-        if rv.is_empty() {
+        if rv.is_empty() || self.is_behind(rv) {
             return;
         }
         let new = parse_resource_version(rv);
-        if let (Some(new), Some(old)) = (new, parse_resource_version(&self.last_rv))
-            && new < old
-        {
-            return;
-        }
         self.last_rv = rv.to_owned();
         self.metrics
             .last_resource_version
@@ -714,7 +717,11 @@ impl<L: ListerWatcher> Reflector<L> {
         if let Some(rv) = newest {
             self.advance(&rv);
         }
-        if let Some(rv) = bookmark {
+        // A bookmark older than what was delivered (a server going back) is not passed on:
+        // the store's resourceVersion never moves backwards (the `ReflectorStore` contract).
+        if let Some(rv) = bookmark
+            && !self.is_behind(&rv)
+        {
             self.store.bookmark(&rv);
         }
         Ok(error)

@@ -90,7 +90,8 @@ impl<B: Body> OpenWatch<B> {
         self.events == 0 && self.opened.elapsed() < Duration::from_secs(1)
     }
 
-    /// Reads until at least one event is decoded or the stream ends.
+    /// Reads until at least one event is decoded or the stream ends. Once the deadline has
+    /// passed it returns [`End::TimedOut`] even if the body has more bytes ready.
     ///
     /// # Cancel safety
     /// Cancel safe if the body's `next_chunk` is (the [`Body`] contract): a chunk is decoded in
@@ -100,12 +101,15 @@ impl<B: Body> OpenWatch<B> {
             return Received::Ended(end);
         }
         loop {
+            // The deadline first: a body that always has bytes ready (a server flooding
+            // faster than we read) must not keep a watch, or a streaming list that never
+            // reaches its end bookmark, open past it.
             let chunk = tokio::select! {
                 biased;
-                c = self.body.next_chunk() => c,
                 () = tokio::time::sleep_until(self.deadline) => {
                     return Received::Ended(End::TimedOut);
                 }
+                c = self.body.next_chunk() => c,
             };
             match chunk {
                 Some(Ok(chunk)) => {
@@ -164,5 +168,49 @@ impl<B: Body> OpenWatch<B> {
             .events
             .fetch_add(events.len() as u64, Ordering::Relaxed);
         events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::object::{Encoding, GroupVersionKind, WatchFormat, encode_watch_frame};
+
+    /// A body that always has one more bookmark frame ready, never pending: a server sending
+    /// faster than the reader reads.
+    struct Flood(Bytes);
+
+    impl Body for Flood {
+        async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
+            Some(Ok(self.0.clone()))
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_ends_a_stream_that_always_has_bytes_ready() {
+        let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
+        let mut frame = Vec::new();
+        encode_watch_frame(
+            &WatchEvent::bookmark(gvk, "7", false, Encoding::Protobuf),
+            &mut frame,
+        );
+        let resp = WatchResponse {
+            format: WatchFormat::Protobuf,
+            body: Flood(Bytes::from(frame)),
+        };
+        let metrics = ReflectorMetrics::default();
+        let mut open = OpenWatch::new(resp, "1".into(), Duration::from_secs(10), 1 << 20);
+        assert!(matches!(open.next(&metrics).await, Received::Events(e) if e.len() == 1));
+        tokio::time::advance(Duration::from_secs(11)).await;
+        // Bytes are still ready, but the deadline has passed.
+        assert!(matches!(
+            open.next(&metrics).await,
+            Received::Ended(End::TimedOut)
+        ));
+        assert_eq!(open.events, 1);
     }
 }

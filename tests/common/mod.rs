@@ -337,11 +337,19 @@ impl EventHandler for Recorder {
 
     fn on_delete(&mut self, obj: &DeltaObject) {
         let mut v = self.0.lock().unwrap();
-        assert!(
-            v.objects.remove(&obj.key()).is_some(),
-            "delete of unknown {}",
-            obj.key()
-        );
+        let had = v.objects.remove(&obj.key());
+        assert!(had.is_some(), "delete of unknown {}", obj.key());
+        // A tombstone (a deletion found by a relist) carries the last state the handler was
+        // given for that key (client-go `DeletedFinalStateUnknown.Obj`); a watch DELETED event
+        // carries the object's final state, which is newer.
+        if obj.is_tombstone() {
+            assert_eq!(
+                had,
+                Some(version(obj.object())),
+                "tombstone of {} carries the last known object",
+                obj.key()
+            );
+        }
         v.seen.push(Seen::Delete {
             key: obj.key(),
             tombstone: obj.is_tombstone(),
