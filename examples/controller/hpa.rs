@@ -172,7 +172,8 @@ pub(crate) struct ControllerStats {
     pub(crate) pod_tombstones: AtomicU64,
     /// Keys reconciled successfully.
     pub(crate) reconciles: AtomicU64,
-    /// Of those, keys whose Deployment was gone.
+    /// Of those, keys with no Deployment in the cache: deleted ones, and those an orphan Pod
+    /// (whose Deployment was deleted or never existed) enqueued.
     pub(crate) gone: AtomicU64,
     /// Reconciles that failed.
     pub(crate) errors: AtomicU64,
