@@ -1,9 +1,9 @@
 //! Index functions and the key sets behind each index value (client-go `tools/cache/index.go`).
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use imbl::OrdSet;
 use smallvec::{SmallVec, smallvec};
 
 use crate::object::{Object, ObjectKey};
@@ -148,25 +148,28 @@ impl fmt::Debug for IndexDef {
     }
 }
 
-/// Sets above this many keys move to a persistent B-tree.
-const FEW_MAX: usize = 16;
-/// B-tree sets at or below this many keys move back to a sorted slice (hysteresis, so that a
+/// Sets above this many keys move to a B-tree.
+const FEW_MAX: usize = 32;
+/// B-tree sets at or below this many keys move back to a sorted vector (hysteresis, so that a
 /// set oscillating around one size does not convert on every write).
-const FEW_MIN: usize = 8;
+const FEW_MIN: usize = 16;
 
 /// The keys of the objects indexed under one value, sorted. Never empty: the value is removed
 /// from its index when its last key goes.
 ///
 /// Three shapes, because most index values hold one key (UID, owner) or a few (a small
-/// namespace), and a persistent B-tree node costs hundreds of bytes:
+/// namespace), and a B-tree node costs hundreds of bytes:
 /// - `One`: a single key, no allocation beyond the key itself;
-/// - `Few`: a sorted shared slice (copied on write: at most [`FEW_MAX`] keys);
-/// - `Many`: a persistent ordered set, O(log n) per insert/remove with structural sharing.
+/// - `Few`: a sorted vector of at most [`FEW_MAX`] keys (insertion moves at most that many);
+/// - `Many`: a B-tree set, O(log n) per insert/remove.
+///
+/// Keys are shared `Arc<str>`s: an index entry costs a pointer and a length, never a copy of the
+/// key's text.
 #[derive(Clone, Debug)]
 pub(crate) enum KeySet {
     One(ObjectKey),
-    Few(Arc<[ObjectKey]>),
-    Many(OrdSet<ObjectKey>),
+    Few(Vec<ObjectKey>),
+    Many(BTreeSet<ObjectKey>),
 }
 
 impl KeySet {
@@ -175,31 +178,25 @@ impl KeySet {
         match self {
             KeySet::One(k) => match (*k).cmp(key) {
                 std::cmp::Ordering::Equal => {}
-                std::cmp::Ordering::Less => {
-                    *self = KeySet::Few(Arc::from([k.clone(), key.clone()]))
-                }
-                std::cmp::Ordering::Greater => {
-                    *self = KeySet::Few(Arc::from([key.clone(), k.clone()]))
-                }
+                std::cmp::Ordering::Less => *self = KeySet::Few(vec![k.clone(), key.clone()]),
+                std::cmp::Ordering::Greater => *self = KeySet::Few(vec![key.clone(), k.clone()]),
             },
             KeySet::Few(keys) => {
                 let Err(pos) = keys.binary_search(key) else {
                     return;
                 };
                 if keys.len() < FEW_MAX {
-                    let mut v = Vec::with_capacity(keys.len() + 1);
-                    v.extend_from_slice(&keys[..pos]);
-                    v.push(key.clone());
-                    v.extend_from_slice(&keys[pos..]);
-                    *keys = Arc::from(v);
+                    keys.insert(pos, key.clone());
                 } else {
-                    let mut set: OrdSet<ObjectKey> = keys.iter().cloned().collect();
+                    let mut set: BTreeSet<ObjectKey> = std::mem::take(keys).into_iter().collect();
                     set.insert(key.clone());
                     *self = KeySet::Many(set);
                 }
             }
             KeySet::Many(set) => {
-                set.insert(key.clone());
+                if !set.contains(key) {
+                    set.insert(key.clone());
+                }
             }
         }
     }
@@ -216,22 +213,21 @@ impl KeySet {
                 if keys.len() == 2 {
                     *self = KeySet::One(keys[1 - pos].clone());
                 } else {
-                    let mut v = Vec::with_capacity(keys.len() - 1);
-                    v.extend_from_slice(&keys[..pos]);
-                    v.extend_from_slice(&keys[pos + 1..]);
-                    *keys = Arc::from(v);
+                    keys.remove(pos);
+                    if keys.capacity() > 2 * keys.len() + 4 {
+                        keys.shrink_to_fit();
+                    }
                 }
                 false
             }
             KeySet::Many(set) => {
+                if set.len() == 1 {
+                    return set.contains(key);
+                }
                 set.remove(key);
                 if set.len() <= FEW_MIN {
-                    let v: Vec<ObjectKey> = set.iter().cloned().collect();
-                    *self = match v.len() {
-                        0 => return true,
-                        1 => KeySet::One(v[0].clone()),
-                        _ => KeySet::Few(Arc::from(v)),
-                    };
+                    let v: Vec<ObjectKey> = std::mem::take(set).into_iter().collect();
+                    *self = KeySet::Few(v);
                 }
                 false
             }
@@ -269,7 +265,7 @@ impl KeySet {
 /// Iterator over a [`KeySet`], ascending.
 pub(crate) enum KeySetIter<'a> {
     Slice(std::slice::Iter<'a, ObjectKey>),
-    Tree(imbl::ordset::Iter<'a, ObjectKey, imbl::shared_ptr::DefaultSharedPtr>),
+    Tree(std::collections::btree_set::Iter<'a, ObjectKey>),
 }
 
 impl<'a> Iterator for KeySetIter<'a> {
