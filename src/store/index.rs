@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use smallvec::{SmallVec, smallvec};
 
@@ -75,53 +75,118 @@ impl IndexError {
     }
 }
 
+/// The provided index functions, built once: the store recognises them (by pointer) and skips
+/// calling them when an update leaves their input unchanged (see [`Builtin`]).
+struct Builtins {
+    namespace: IndexFunc,
+    labels: IndexFunc,
+    owner_uid: IndexFunc,
+    uid: IndexFunc,
+}
+
+fn builtins() -> &'static Builtins {
+    static B: OnceLock<Builtins> = OnceLock::new();
+    B.get_or_init(|| Builtins {
+        namespace: index_func(|obj| Ok(smallvec![obj.namespace().to_owned()])),
+        labels: index_func(|obj| {
+            Ok(obj
+                .meta()
+                .labels
+                .iter()
+                .map(|(k, v)| {
+                    let mut s = String::with_capacity(k.len() + 1 + v.len());
+                    s.push_str(k);
+                    s.push('=');
+                    s.push_str(v);
+                    s
+                })
+                .collect())
+        }),
+        owner_uid: index_func(|obj| {
+            Ok(obj
+                .meta()
+                .owner_references
+                .iter()
+                .map(|o| o.uid.clone())
+                .collect())
+        }),
+        uid: index_func(|obj| {
+            Ok(if obj.uid().is_empty() {
+                SmallVec::new()
+            } else {
+                smallvec![obj.uid().to_owned()]
+            })
+        }),
+    })
+}
+
 /// The namespace index (client-go `MetaNamespaceIndexFunc`): one value, the object's
 /// namespace (`""` for cluster-scoped objects). Built into every store as [`NAMESPACE_INDEX`].
 pub fn namespace_index_func() -> IndexFunc {
-    index_func(|obj| Ok(smallvec![obj.namespace().to_owned()]))
+    builtins().namespace.clone()
 }
 
 /// Indexes by label: one value `key=value` per label of the object. Query objects with label
 /// `app=web` with `by_index(LABELS_INDEX, "app=web")`.
 pub fn labels_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(obj
-            .meta()
-            .labels
-            .iter()
-            .map(|(k, v)| {
-                let mut s = String::with_capacity(k.len() + 1 + v.len());
-                s.push_str(k);
-                s.push('=');
-                s.push_str(v);
-                s
-            })
-            .collect())
-    })
+    builtins().labels.clone()
 }
 
 /// Indexes by owner: one value per `metadata.ownerReferences[].uid` (how controllers find the
 /// objects they own, e.g. a ReplicaSet its Pods).
 pub fn owner_uid_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(obj
-            .meta()
-            .owner_references
-            .iter()
-            .map(|o| o.uid.clone())
-            .collect())
-    })
+    builtins().owner_uid.clone()
 }
 
 /// Indexes by the object's own `metadata.uid` (no value when the UID is empty).
 pub fn uid_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(if obj.uid().is_empty() {
-            SmallVec::new()
+    builtins().uid.clone()
+}
+
+/// Which provided index function an index uses, if any. The store never needs to call a
+/// provided function to learn that an update leaves its values alone (it compares the inputs),
+/// and provided functions never fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    Namespace,
+    Labels,
+    OwnerUid,
+    Uid,
+    /// A caller's function: called on the old and the new object, may fail.
+    Custom,
+}
+
+impl Builtin {
+    fn of(func: &IndexFunc) -> Builtin {
+        let b = builtins();
+        if Arc::ptr_eq(func, &b.namespace) {
+            Builtin::Namespace
+        } else if Arc::ptr_eq(func, &b.labels) {
+            Builtin::Labels
+        } else if Arc::ptr_eq(func, &b.owner_uid) {
+            Builtin::OwnerUid
+        } else if Arc::ptr_eq(func, &b.uid) {
+            Builtin::Uid
         } else {
-            smallvec![obj.uid().to_owned()]
-        })
-    })
+            Builtin::Custom
+        }
+    }
+
+    /// Whether the function is known to give `old` and `new` the same values.
+    pub(crate) fn same_values(self, old: &Object, new: &Object) -> bool {
+        match self {
+            Builtin::Namespace => old.namespace() == new.namespace(),
+            Builtin::Labels => old.meta().labels == new.meta().labels,
+            Builtin::OwnerUid => old
+                .meta()
+                .owner_references
+                .iter()
+                .map(|o| &o.uid)
+                .eq(new.meta().owner_references.iter().map(|o| &o.uid)),
+            Builtin::Uid => old.uid() == new.uid(),
+            Builtin::Custom => false,
+        }
+    }
 }
 
 /// Sorts and deduplicates index values, so that old and new values can be merged in one pass.
@@ -138,6 +203,17 @@ pub(crate) fn normalize(mut values: IndexValues) -> IndexValues {
 pub(crate) struct IndexDef {
     pub(crate) name: Arc<str>,
     pub(crate) func: IndexFunc,
+    pub(crate) builtin: Builtin,
+}
+
+impl IndexDef {
+    pub(crate) fn new(name: impl Into<Arc<str>>, func: IndexFunc) -> Self {
+        IndexDef {
+            name: name.into(),
+            builtin: Builtin::of(&func),
+            func,
+        }
+    }
 }
 
 impl fmt::Debug for IndexDef {

@@ -97,10 +97,7 @@ pub fn store(config: StoreConfig) -> (Store, Writer) {
     let defs: Arc<[IndexDef]> = config
         .indexers
         .into_iter()
-        .map(|(name, func)| IndexDef {
-            name: Arc::from(name),
-            func,
-        })
+        .map(|(name, func)| IndexDef::new(name, func))
         .collect();
     Writer::new(Version::empty(config.shards, Hasher::default(), defs))
 }

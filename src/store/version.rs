@@ -19,7 +19,7 @@ use hashbrown::hash_table::Entry;
 use crate::object::{Object, ObjectKey};
 
 use super::error::StoreError;
-use super::index::{IndexDef, IndexValues, KeySet, normalize};
+use super::index::{Builtin, IndexDef, IndexValues, KeySet, normalize};
 
 /// Hasher of every map of a store; one random seed per store, shared by its buffers.
 pub(crate) type Hasher = foldhash::fast::RandomState;
@@ -223,57 +223,98 @@ impl Version {
 
     // ---- writes (only on a buffer no reader can reach) ---------------------------------------
 
-    /// Computes the values of every index for `obj` (normalized), in index order: the part of
-    /// a write that can fail, done before anything is changed.
-    pub(crate) fn values_of(&self, obj: &Object) -> Result<Vec<IndexValues>, StoreError> {
+    /// Number of indexes whose function is the caller's (see [`Version::custom_values`]).
+    pub(crate) fn custom_count(&self) -> usize {
         self.defs
             .iter()
-            .map(|def| call(def, obj, || obj.key()))
-            .collect()
+            .filter(|d| d.builtin == Builtin::Custom)
+            .count()
     }
 
-    /// Inserts or replaces `obj` under `key`, moving its index entries from the old object's
-    /// values to `new_values` (from [`Version::values_of`]). Returns the object it replaced.
-    /// Every change made is appended to `log`.
+    /// Appends the values of the caller's index functions for `obj` (normalized, in index
+    /// order) to `out`: the only part of a write that can fail, done before anything changes.
+    /// The provided functions never fail and are called, when needed at all, while writing.
+    pub(crate) fn custom_values(
+        &self,
+        obj: &Object,
+        out: &mut Vec<IndexValues>,
+    ) -> Result<(), StoreError> {
+        for def in self.defs.iter().filter(|d| d.builtin == Builtin::Custom) {
+            out.push(call(def, obj, || obj.key())?);
+        }
+        Ok(())
+    }
+
+    /// Inserts or replaces `obj` under its key and moves its index entries from the old
+    /// object's values to the new one's. `custom` holds the values of the caller's index
+    /// functions for `obj` (from [`Version::custom_values`]); provided functions are not called
+    /// when the fields they read are unchanged. `scratch` is a reusable buffer for the key's
+    /// text. Returns the object it replaced; every change made is appended to `log`.
     pub(crate) fn upsert(
         &mut self,
-        key: ObjectKey,
         obj: Arc<Object>,
-        new_values: &[IndexValues],
+        custom: &[IndexValues],
+        scratch: &mut String,
         log: &mut Log,
     ) -> Option<Arc<Object>> {
-        let hash = self.hash(key.as_str());
-        let old = self.put(hash, key.clone(), obj.clone());
+        scratch.clear();
+        if !obj.namespace().is_empty() {
+            scratch.push_str(obj.namespace());
+            scratch.push('/');
+        }
+        scratch.push_str(obj.name());
+        let hash = self.hash(scratch);
+        let (key, old) = self.put(hash, scratch, obj.clone());
         if let Some(old) = &old
             && Arc::ptr_eq(old, &obj)
         {
             return Some(obj);
         }
-        log.push(Change::Put {
-            hash,
-            key: key.clone(),
-            obj,
-        });
-        for (pos, new) in new_values.iter().enumerate() {
-            match &old {
-                None => {
-                    for v in new {
-                        self.index_add(pos, v, &key, log);
-                    }
-                }
-                Some(old) => match (self.defs[pos].func)(old) {
-                    Ok(old_values) => self.apply_diff(pos, &key, &normalize(old_values), new, log),
-                    Err(_) => {
-                        // The function accepted this object when it was stored; it is not
-                        // pure. Find the key's old values the slow way.
-                        self.index_remove_everywhere(pos, &key, log);
+        let defs = self.defs.clone();
+        let mut custom = custom.iter();
+        for (pos, def) in defs.iter().enumerate() {
+            if def.builtin == Builtin::Custom {
+                let Some(new) = custom.next() else { continue };
+                match &old {
+                    None => {
                         for v in new {
                             self.index_add(pos, v, &key, log);
                         }
                     }
-                },
+                    Some(old) => match (def.func)(old) {
+                        Ok(old_values) => {
+                            self.apply_diff(pos, &key, &normalize(old_values), new, log)
+                        }
+                        Err(_) => {
+                            // The function accepted this object when it was stored; it is
+                            // not pure. Find the key's old values the slow way.
+                            self.index_remove_everywhere(pos, &key, log);
+                            for v in new {
+                                self.index_add(pos, v, &key, log);
+                            }
+                        }
+                    },
+                }
+                continue;
+            }
+            match &old {
+                Some(old) if def.builtin.same_values(old, &obj) => {}
+                Some(old) => {
+                    let old_values = normalize((def.func)(old).unwrap_or_default());
+                    let new_values = normalize((def.func)(&obj).unwrap_or_default());
+                    self.apply_diff(pos, &key, &old_values, &new_values, log);
+                }
+                None if def.builtin == Builtin::Namespace => {
+                    self.index_add(pos, obj.namespace(), &key, log);
+                }
+                None => {
+                    for v in &normalize((def.func)(&obj).unwrap_or_default()) {
+                        self.index_add(pos, v, &key, log);
+                    }
+                }
             }
         }
+        log.push(Change::Put { hash, key, obj });
         old
     }
 
@@ -283,8 +324,13 @@ impl Version {
     pub(crate) fn delete(&mut self, key: &str, log: &mut Log) -> Option<Arc<Object>> {
         let hash = self.hash(key);
         let (key, old) = self.take(hash, key)?;
-        for pos in 0..self.defs.len() {
-            match (self.defs[pos].func)(&old) {
+        let defs = self.defs.clone();
+        for (pos, def) in defs.iter().enumerate() {
+            if def.builtin == Builtin::Namespace {
+                self.index_remove(pos, old.namespace(), &key, log);
+                continue;
+            }
+            match (def.func)(&old) {
                 Ok(values) => {
                     for v in &values {
                         self.index_remove(pos, v, &key, log);
@@ -297,29 +343,32 @@ impl Version {
         Some(old)
     }
 
-    /// Applies changes recorded on the other buffer, which was in the same state as this one.
-    pub(crate) fn replay(&mut self, log: &[Change]) {
-        for change in log {
+    /// Applies (and empties) changes recorded on the other buffer, which was in the same state
+    /// as this one.
+    pub(crate) fn replay(&mut self, log: &mut Log) {
+        for change in log.drain(..) {
             match change {
                 Change::Put { hash, key, obj } => {
-                    self.put(*hash, key.clone(), obj.clone());
+                    self.put_key(hash, key, obj);
                 }
                 Change::Remove { hash, key } => {
-                    self.take(*hash, key.as_str());
+                    self.take(hash, key.as_str());
                 }
-                Change::IndexAdd { index, value, key } => match self.indexes[*index].get_mut(value)
-                {
-                    Some(set) => set.insert(key),
-                    None => {
-                        self.indexes[*index].insert(value.clone(), KeySet::One(key.clone()));
+                Change::IndexAdd { index, value, key } => {
+                    let map = &mut self.indexes[index];
+                    match map.get_mut(&*value) {
+                        Some(set) => set.insert(&key),
+                        None => {
+                            map.insert(value, KeySet::One(key));
+                        }
                     }
-                },
+                }
                 Change::IndexRemove { index, value, key } => {
-                    let map = &mut self.indexes[*index];
-                    if let Some(set) = map.get_mut(&**value)
-                        && set.remove(key)
+                    let map = &mut self.indexes[index];
+                    if let Some(set) = map.get_mut(&*value)
+                        && set.remove(&key)
                     {
-                        map.remove(&**value);
+                        map.remove(&*value);
                     }
                 }
             }
@@ -376,7 +425,32 @@ impl Version {
         self.indexes = indexes.into();
     }
 
-    fn put(&mut self, hash: u64, key: ObjectKey, obj: Arc<Object>) -> Option<Arc<Object>> {
+    /// Stores `obj` under the key whose text is `text`; returns the key as stored (the existing
+    /// allocation when the key was present, so an update allocates no key) and the object it
+    /// replaced.
+    fn put(&mut self, hash: u64, text: &str, obj: Arc<Object>) -> (ObjectKey, Option<Arc<Object>>) {
+        let shard = self.shard_of(hash);
+        let hasher = &self.hasher;
+        match self.shards[shard].entry(
+            hash,
+            |(k, _)| k.as_str() == text,
+            |(k, _)| hasher.hash_one(k.as_str()),
+        ) {
+            Entry::Occupied(mut e) => {
+                let (key, slot) = e.get_mut();
+                (key.clone(), Some(std::mem::replace(slot, obj)))
+            }
+            Entry::Vacant(e) => {
+                let key = ObjectKey::from_raw(text);
+                e.insert((key.clone(), obj));
+                self.len += 1;
+                (key, None)
+            }
+        }
+    }
+
+    /// [`Version::put`] with the key allocation at hand (replaying the other buffer's change).
+    fn put_key(&mut self, hash: u64, key: ObjectKey, obj: Arc<Object>) {
         let shard = self.shard_of(hash);
         let hasher = &self.hasher;
         match self.shards[shard].entry(
@@ -384,11 +458,10 @@ impl Version {
             |(k, _)| *k == key,
             |(k, _)| hasher.hash_one(k.as_str()),
         ) {
-            Entry::Occupied(mut e) => Some(std::mem::replace(&mut e.get_mut().1, obj)),
+            Entry::Occupied(mut e) => e.get_mut().1 = obj,
             Entry::Vacant(e) => {
                 e.insert((key, obj));
                 self.len += 1;
-                None
             }
         }
     }

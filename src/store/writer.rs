@@ -187,6 +187,8 @@ pub struct Writer {
     retired: Vec<Arc<Version>>,
     /// How many times a held buffer made the writer copy the front buffer.
     copies: u64,
+    /// Reused buffer for key text.
+    key_buf: String,
 }
 
 /// How long a writer call waits for readers to leave the buffer it must write before it copies
@@ -230,6 +232,7 @@ impl Writer {
                 rv_tx,
                 retired: Vec::new(),
                 copies: 0,
+                key_buf: String::new(),
             },
         )
     }
@@ -274,11 +277,12 @@ impl Writer {
         let current_rv = self.front.resource_version;
         // Everything that can fail happens before anything changes: the index values of every
         // added object.
-        let mut values = Vec::with_capacity(batch.ops.len());
+        let customs = self.front.custom_count();
+        let mut values = Vec::new();
         let mut max_rv = None;
         for op in &batch.ops {
             if let Op::Upsert(obj) = op {
-                values.push(self.front.values_of(obj)?);
+                self.front.custom_values(obj, &mut values)?;
                 if batch.resource_version.is_none() {
                     max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
                 }
@@ -296,12 +300,16 @@ impl Writer {
         let mut log = std::mem::take(&mut self.log);
         let back = Arc::make_mut(&mut self.back);
         let mut previous = Vec::with_capacity(batch.ops.len());
-        let mut values = values.iter();
+        let mut values = values.chunks(customs.max(1));
         for op in batch.ops {
             match op {
                 Op::Upsert(obj) => {
-                    let new_values = values.next().map(Vec::as_slice).unwrap_or_default();
-                    previous.push(back.upsert(obj.key(), obj, new_values, &mut log));
+                    let custom = if customs == 0 {
+                        &[]
+                    } else {
+                        values.next().unwrap_or_default()
+                    };
+                    previous.push(back.upsert(obj, custom, &mut self.key_buf, &mut log));
                 }
                 Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
             }
@@ -331,18 +339,17 @@ impl Writer {
         let back = Arc::make_mut(&mut self.back);
         back.clear();
         let mut scratch = Vec::new();
+        let mut values = Vec::new();
         for obj in objects {
-            let values = match back.values_of(&obj) {
-                Ok(values) => values,
-                Err(e) => {
-                    // The back buffer is half-built: rebuild it from the front before its next
-                    // use. The front (what readers see) was never touched.
-                    self.stale = true;
-                    self.log.clear();
-                    return Err(e);
-                }
-            };
-            back.upsert(obj.key(), obj, &values, &mut scratch);
+            values.clear();
+            if let Err(e) = back.custom_values(&obj, &mut values) {
+                // The back buffer is half-built: rebuild it from the front before its next
+                // use. The front (what readers see) was never touched.
+                self.stale = true;
+                self.log.clear();
+                return Err(e);
+            }
+            back.upsert(obj, &values, &mut self.key_buf, &mut scratch);
             scratch.clear();
         }
         back.resource_version = rv;
@@ -387,10 +394,7 @@ impl Writer {
         self.sweep();
         let defs: Vec<IndexDef> = indexers
             .into_iter()
-            .map(|(name, func)| IndexDef {
-                name: Arc::from(name),
-                func,
-            })
+            .map(|(name, func)| IndexDef::new(name, func))
             .collect();
         if defs.is_empty() {
             return Ok(());
@@ -464,7 +468,7 @@ impl Writer {
             *back = (*self.front).clone();
             self.stale = false;
         } else {
-            back.replay(&self.log);
+            back.replay(&mut self.log);
             back.resource_version = self.front.resource_version;
             back.generation = self.front.generation;
         }
