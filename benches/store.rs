@@ -54,7 +54,13 @@ fn workload() -> Arc<Workload> {
 /// none), built once.
 fn read_candidates() -> &'static Mutex<Vec<Candidate>> {
     static C: OnceLock<Mutex<Vec<Candidate>>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(store_baselines::all(&workload(), Indexes::Two, true)))
+    C.get_or_init(|| {
+        Mutex::new(wanted(store_baselines::all(
+            &workload(),
+            Indexes::Two,
+            true,
+        )))
+    })
 }
 
 /// A writer that does nothing: stands in while the real one floods on its own thread.
@@ -238,10 +244,31 @@ fn latency(_: &mut Criterion) {
     println!();
 }
 
+/// Candidates to build: all, or those whose name contains one of the comma-separated words of
+/// `STORE_BENCH_ONLY` (to iterate on one structure without building the others).
+fn wanted(cands: Vec<Candidate>) -> Vec<Candidate> {
+    match std::env::var("STORE_BENCH_ONLY") {
+        Ok(only) => cands
+            .into_iter()
+            .filter(|c| only.split(',').any(|w| c.name.contains(w.trim())))
+            .collect(),
+        Err(_) => cands,
+    }
+}
+
+/// Times `f` in CPU time of the calling thread: the single-threaded write benches are then not
+/// distorted by other work on this shared machine preempting the bench (wall time is what the
+/// multi-threaded read benches measure, where waiting is part of the result).
+fn cpu_timed(f: impl FnOnce()) -> Duration {
+    let t0 = cpu_time::ThreadTime::now();
+    f();
+    t0.elapsed()
+}
+
 fn writes(c: &mut Criterion) {
     let w = workload();
     for indexes in [Indexes::Zero, Indexes::Two, Indexes::Four] {
-        let mut cands = store_baselines::all(&w, indexes, false);
+        let mut cands = wanted(store_baselines::all(&w, indexes, false));
         let mut g = c.benchmark_group(format!("store-write/{}-indexes", indexes.count()));
         g.sample_size(10)
             .warm_up_time(Duration::from_millis(300))
@@ -251,12 +278,12 @@ fn writes(c: &mut Criterion) {
             let mut pos = 0;
             g.bench_function(cand.name, |b| {
                 b.iter_custom(|iters| {
-                    let t0 = Instant::now();
-                    for _ in 0..iters {
-                        cand.writer.write(&w, pos, WRITE_BATCH);
-                        pos += WRITE_BATCH;
-                    }
-                    t0.elapsed()
+                    cpu_timed(|| {
+                        for _ in 0..iters {
+                            cand.writer.write(&w, pos, WRITE_BATCH);
+                            pos += WRITE_BATCH;
+                        }
+                    })
                 })
             });
         }
@@ -264,7 +291,7 @@ fn writes(c: &mut Criterion) {
     }
 }
 
-/// What one indexed update (namespace + labels) of our store is made of, per update.
+/// What an update of our store is made of: the same 1 000-update batches with fewer parts.
 fn write_parts(c: &mut Criterion) {
     let w = workload();
     let mut g = c.benchmark_group("store-write-parts");
@@ -272,56 +299,68 @@ fn write_parts(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_millis(1000))
         .throughput(Throughput::Elements(WRITE_BATCH as u64));
-    let (ns, labels) = (namespace_index_func(), labels_index_func());
-    g.bench_function("index functions (2 indexes, old + new object)", |b| {
-        let mut pos = 0;
-        b.iter(|| {
-            for p in pos..pos + WRITE_BATCH {
-                let (i, new) = w.update(p);
-                let old = &w.objects[i];
-                black_box((ns(old), ns(new), labels(old), labels(new)));
-            }
-            pos += WRITE_BATCH;
-        })
-    });
-    g.bench_function("object key (Object::key)", |b| {
-        let mut pos = 0;
-        b.iter(|| {
-            for p in pos..pos + WRITE_BATCH {
-                black_box(w.update(p).1.key());
-            }
-            pos += WRITE_BATCH;
-        })
-    });
-    g.bench_function("batch building (Batch::add)", |b| {
-        let mut pos = 0;
-        b.iter(|| {
-            let mut batch = Batch::with_capacity(WRITE_BATCH);
-            for p in pos..pos + WRITE_BATCH {
-                batch.add(w.update(p).1.clone());
-            }
-            pos += WRITE_BATCH;
-            black_box(batch)
-        })
-    });
-    for (name, idx) in [("apply, 0 indexes", Indexes::Zero), ("apply, 2 indexes", Indexes::Two)] {
-        let (_r, mut writer) = store_baselines::ours::filled(&w, idx);
-        let mut pos = 0;
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut batch = Batch::with_capacity(WRITE_BATCH);
-                for p in pos..pos + WRITE_BATCH {
-                    batch.add(w.update(p).1.clone());
+    let mut pos = 0;
+    g.bench_function("floor: one HashMap insert per update (key allocated)", |b| {
+        let mut map: std::collections::HashMap<_, _, foldhash::fast::RandomState> =
+            w.objects.iter().map(|o| (o.key(), o.clone())).collect();
+        b.iter_custom(|iters| {
+            cpu_timed(|| {
+                for _ in 0..iters {
+                    for p in pos..pos + WRITE_BATCH {
+                        let o = w.update(p).1;
+                        black_box(map.insert(o.key(), o.clone()));
+                    }
+                    pos += WRITE_BATCH;
                 }
-                pos += WRITE_BATCH;
-                writer.apply(batch).unwrap()
+            })
+        })
+    });
+    g.bench_function("building the Batch", |b| {
+        b.iter_custom(|iters| {
+            cpu_timed(|| {
+                for _ in 0..iters {
+                    let mut batch = Batch::with_capacity(WRITE_BATCH);
+                    for p in pos..pos + WRITE_BATCH {
+                        batch.add(w.update(p).1.clone());
+                    }
+                    pos += WRITE_BATCH;
+                    black_box(batch);
+                }
+            })
+        })
+    });
+    // The provided functions wrapped in new closures: the store no longer recognises them and
+    // calls them on the old and the new object, as it does any caller's function.
+    let (ns, labels) = (namespace_index_func(), labels_index_func());
+    let opaque = informer::store::StoreConfig::default()
+        .without_indexers()
+        .indexer(NAMESPACE_INDEX, informer::store::index_func(move |o| ns(o)))
+        .indexer(LABELS_INDEX, informer::store::index_func(move |o| labels(o)));
+    let stores = [
+        ("apply, 0 indexes", store_baselines::ours::config(Indexes::Zero)),
+        ("apply, 2 provided indexes", store_baselines::ours::config(Indexes::Two)),
+        ("apply, 2 indexes as opaque functions", opaque),
+    ];
+    for (name, config) in stores {
+        let (_r, mut writer) = informer::store::store(config);
+        writer.replace(w.objects.iter().cloned(), 1).unwrap();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                cpu_timed(|| {
+                    for _ in 0..iters {
+                        let mut batch = Batch::with_capacity(WRITE_BATCH);
+                        for p in pos..pos + WRITE_BATCH {
+                            batch.add(w.update(p).1.clone());
+                        }
+                        pos += WRITE_BATCH;
+                        black_box(writer.apply(batch).unwrap());
+                    }
+                })
             })
         });
-        eprintln!("    ({name}: buffer copies forced by readers: {})", writer.buffer_copies());
     }
     g.finish();
-    let _ = (LABELS_INDEX, NAMESPACE_INDEX);
 }
 
-criterion_group!(benches, writes, write_parts, reads, latency);
+criterion_group!(benches, write_parts, writes, reads, latency);
 criterion_main!(benches);

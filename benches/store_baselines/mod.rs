@@ -28,7 +28,6 @@ pub mod workload;
 
 use std::sync::Arc;
 
-use informer::object::Object;
 use informer::store::{
     IndexFunc, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, UID_INDEX, labels_index_func,
     namespace_index_func, owner_uid_index_func, uid_index_func,

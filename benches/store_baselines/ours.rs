@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use informer::object::{Object, ObjectKey};
+use informer::object::ObjectKey;
 use informer::store::{Batch, NAMESPACE_INDEX, Store, StoreConfig, Writer, store};
 
 use super::{Candidate, Indexes, ReadSide, Workload, WriteSide};

@@ -172,10 +172,13 @@ impl Builtin {
         }
     }
 
-    /// Whether the function is known to give `old` and `new` the same values.
+    /// Whether the function is known to give `old` and `new`, stored under the same key, the
+    /// same values.
     pub(crate) fn same_values(self, old: &Object, new: &Object) -> bool {
         match self {
-            Builtin::Namespace => old.namespace() == new.namespace(),
+            // Same key text `namespace/name` (or `name`) and same namespace length: the
+            // namespaces are the same prefix of that text, without reading either.
+            Builtin::Namespace => old.namespace().len() == new.namespace().len(),
             Builtin::Labels => old.meta().labels == new.meta().labels,
             Builtin::OwnerUid => old
                 .meta()

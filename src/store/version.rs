@@ -62,14 +62,20 @@ impl fmt::Debug for Version {
 /// shared allocations in both buffers.
 #[derive(Debug)]
 pub(crate) enum Change {
-    /// Store `obj` under `key` (whose text hashes to `hash`).
+    /// Store `obj` under `key` (whose text hashes to `hash`; in the recording buffer its
+    /// entry sits in bucket `bucket` of its shard's table).
     Put {
         hash: u64,
+        bucket: usize,
         key: ObjectKey,
         obj: Arc<Object>,
     },
-    /// Remove the item under `key`.
-    Remove { hash: u64, key: ObjectKey },
+    /// Remove the item under `key` (from bucket `bucket` in the recording buffer).
+    Remove {
+        hash: u64,
+        bucket: usize,
+        key: ObjectKey,
+    },
     /// Add `key` under `value` in index number `index`.
     IndexAdd {
         index: usize,
@@ -264,7 +270,7 @@ impl Version {
         }
         scratch.push_str(obj.name());
         let hash = self.hash(scratch);
-        let (key, old) = self.put(hash, scratch, obj.clone());
+        let (key, old, bucket) = self.put(hash, scratch, obj.clone());
         if let Some(old) = &old
             && Arc::ptr_eq(old, &obj)
         {
@@ -314,7 +320,12 @@ impl Version {
                 }
             }
         }
-        log.push(Change::Put { hash, key, obj });
+        log.push(Change::Put {
+            hash,
+            bucket,
+            key,
+            obj,
+        });
         old
     }
 
@@ -323,7 +334,7 @@ impl Version {
     /// by scanning that index.
     pub(crate) fn delete(&mut self, key: &str, log: &mut Log) -> Option<Arc<Object>> {
         let hash = self.hash(key);
-        let (key, old) = self.take(hash, key)?;
+        let (key, old, bucket) = self.take(hash, key)?;
         let defs = self.defs.clone();
         for (pos, def) in defs.iter().enumerate() {
             if def.builtin == Builtin::Namespace {
@@ -339,7 +350,7 @@ impl Version {
                 Err(_) => self.index_remove_everywhere(pos, &key, log),
             }
         }
-        log.push(Change::Remove { hash, key });
+        log.push(Change::Remove { hash, bucket, key });
         Some(old)
     }
 
@@ -348,12 +359,13 @@ impl Version {
     pub(crate) fn replay(&mut self, log: &mut Log) {
         for change in log.drain(..) {
             match change {
-                Change::Put { hash, key, obj } => {
-                    self.put_key(hash, key, obj);
-                }
-                Change::Remove { hash, key } => {
-                    self.take(hash, key.as_str());
-                }
+                Change::Put {
+                    hash,
+                    bucket,
+                    key,
+                    obj,
+                } => self.put_key(hash, bucket, key, obj),
+                Change::Remove { hash, bucket, key } => self.take_key(hash, bucket, &key),
                 Change::IndexAdd { index, value, key } => {
                     let map = &mut self.indexes[index];
                     match map.get_mut(&*value) {
@@ -426,9 +438,14 @@ impl Version {
     }
 
     /// Stores `obj` under the key whose text is `text`; returns the key as stored (the existing
-    /// allocation when the key was present, so an update allocates no key) and the object it
-    /// replaced.
-    fn put(&mut self, hash: u64, text: &str, obj: Arc<Object>) -> (ObjectKey, Option<Arc<Object>>) {
+    /// allocation when the key was present, so an update allocates no key), the object it
+    /// replaced and the entry's bucket in its shard's table.
+    fn put(
+        &mut self,
+        hash: u64,
+        text: &str,
+        obj: Arc<Object>,
+    ) -> (ObjectKey, Option<Arc<Object>>, usize) {
         let shard = self.shard_of(hash);
         let hasher = &self.hasher;
         match self.shards[shard].entry(
@@ -437,21 +454,31 @@ impl Version {
             |(k, _)| hasher.hash_one(k.as_str()),
         ) {
             Entry::Occupied(mut e) => {
+                let bucket = e.bucket_index();
                 let (key, slot) = e.get_mut();
-                (key.clone(), Some(std::mem::replace(slot, obj)))
+                (key.clone(), Some(std::mem::replace(slot, obj)), bucket)
             }
             Entry::Vacant(e) => {
                 let key = ObjectKey::from_raw(text);
-                e.insert((key.clone(), obj));
+                let bucket = e.insert((key.clone(), obj)).bucket_index();
                 self.len += 1;
-                (key, None)
+                (key, None, bucket)
             }
         }
     }
 
-    /// [`Version::put`] with the key allocation at hand (replaying the other buffer's change).
-    fn put_key(&mut self, hash: u64, key: ObjectKey, obj: Arc<Object>) {
+    /// Replays a [`Change::Put`]. Both buffers see the same operations in the same order from
+    /// the same starting table, so the entry is normally in the bucket the other buffer
+    /// recorded: it is checked there first (one memory access instead of a probe and a key
+    /// comparison), and looked up normally when the layouts differ.
+    fn put_key(&mut self, hash: u64, bucket: usize, key: ObjectKey, obj: Arc<Object>) {
         let shard = self.shard_of(hash);
+        if let Some((k, v)) = self.shards[shard].get_bucket_mut(bucket)
+            && *k == key
+        {
+            *v = obj;
+            return;
+        }
         let hasher = &self.hasher;
         match self.shards[shard].entry(
             hash,
@@ -466,14 +493,32 @@ impl Version {
         }
     }
 
-    fn take(&mut self, hash: u64, key: &str) -> Option<(ObjectKey, Arc<Object>)> {
+    /// Removes the item under the key whose text is `key`, with its bucket.
+    fn take(&mut self, hash: u64, key: &str) -> Option<(ObjectKey, Arc<Object>, usize)> {
         let shard = self.shard_of(hash);
-        let (entry, _) = self.shards[shard]
+        let entry = self.shards[shard]
             .find_entry(hash, |(k, _)| k.as_str() == key)
-            .ok()?
-            .remove();
+            .ok()?;
+        let bucket = entry.bucket_index();
+        let ((key, obj), _) = entry.remove();
         self.len -= 1;
-        Some(entry)
+        Some((key, obj, bucket))
+    }
+
+    /// Replays a [`Change::Remove`] (bucket first, as [`Version::put_key`]).
+    fn take_key(&mut self, hash: u64, bucket: usize, key: &ObjectKey) {
+        let shard = self.shard_of(hash);
+        if let Ok(e) = self.shards[shard].get_bucket_entry(bucket)
+            && e.get().0 == *key
+        {
+            e.remove();
+            self.len -= 1;
+            return;
+        }
+        if let Ok(e) = self.shards[shard].find_entry(hash, |(k, _)| k == key) {
+            e.remove();
+            self.len -= 1;
+        }
     }
 
     fn index_add(&mut self, pos: usize, value: &str, key: &ObjectKey, log: &mut Log) {
