@@ -176,7 +176,11 @@ fn reads(c: &mut Criterion) {
                     });
                     if let Some(f) = running {
                         let rate = stop_flood(cand, f);
-                        eprintln!("    (flood writer of {}: {rate:.0} updates/s)", cand.name);
+                        eprintln!(
+                            "    (flood writer of {}: {rate:.0} updates/s {})",
+                            cand.name,
+                            cand.writer.stats()
+                        );
                     }
                 }
                 g.finish();

@@ -36,7 +36,7 @@ fn now() -> usize {
 
 /// N fresh objects (nothing else of the workload kept).
 fn objects(n: usize) -> Vec<Arc<Object>> {
-    Workload::new(n, false).objects
+    Workload::objects(n)
 }
 
 fn mib(b: usize) -> f64 {
@@ -75,6 +75,12 @@ fn run(n: usize) {
     let (b, s) = overhead(&w.objects, |_| store_baselines::ours::filled(&w, Indexes::Two));
     println!("{:<44} {:>14.1}", "informer (left-right), namespace + labels", b);
     drop(s);
+    if n > 100_000 {
+        // The baselines' figures do not depend on the size; measure them at 100 000 only.
+        drop(w);
+        measure_replace(n);
+        return;
+    }
     let (b, s) = overhead(&w.objects, |_| store_baselines::imbl_store::filled(&w, Indexes::One));
     println!("{:<44} {:>14.1}", "imbl HAMT versions (previous), namespace", b);
     drop(s);
@@ -108,10 +114,36 @@ fn run(n: usize) {
         drop(s);
     }
 
-    // Replace peak, our store with the namespace index.
-    let (reader, mut writer) = store_baselines::ours::filled(&w, Indexes::One);
-    let objs = w.objects;
-    drop(objs);
+    drop(w);
+    measure_replace(n);
+}
+
+/// The replace peaks need the allocator's high-water mark from a clean start: each is measured
+/// in a child process.
+fn measure_replace(n: usize) {
+    for mode in ["fresh", "same"] {
+        let out = std::process::Command::new(std::env::current_exe().expect("own path"))
+            .env(CHILD, format!("{mode}:{n}"))
+            .output()
+            .expect("run the replace measurement");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            eprint!("{}", String::from_utf8_lossy(&out.stderr));
+            panic!("replace measurement failed");
+        }
+    }
+}
+
+/// Environment variable that makes this binary measure one replace peak (child process).
+const CHILD: &str = "STORE_MEMORY_REPLACE";
+
+/// Replace peaks of our store (namespace index) holding `n` objects.
+fn replace_peaks(n: usize) {
+    let base = now();
+    let objs = objects(n);
+    let obj_bytes = now() - base - objs.capacity() * std::mem::size_of::<Arc<Object>>();
+    let (_reader, mut writer) = informer::store::store(informer::store::StoreConfig::default());
+    writer.replace(objs, 1).expect("replace");
     let steady = now() - base;
     let structure = steady - obj_bytes;
     let fresh = objects(n);
@@ -123,20 +155,30 @@ fn run(n: usize) {
     let peak = max_after - base;
     let exact = max_after > max_before;
     println!(
-        "replace (fresh objects): steady {:.1} MiB (objects {:.1} + store {:.1}), peak {}{:.1} MiB = {:.2}x steady; \
-         store's own bytes at the peak {:.1} MiB = {:.2}x its steady {:.1} MiB; after {:.1} MiB",
+        "replace, {n} fresh objects: steady {:.1} MiB (objects {:.1} + store {:.1}), peak {}{:.1} MiB = {:.2}x steady",
         mib(steady),
         mib(obj_bytes),
         mib(structure),
         if exact { "" } else { "<= " },
         mib(peak),
         peak as f64 / steady as f64,
-        mib(peak.saturating_sub(obj_bytes + fresh_bytes)),
-        peak.saturating_sub(obj_bytes + fresh_bytes) as f64 / structure as f64,
+    );
+    let own = peak.saturating_sub(obj_bytes + fresh_bytes);
+    println!(
+        "    store's own bytes at the peak (peak minus both object sets): {:.1} MiB = {:.2}x its steady {:.1} MiB; after the call {:.1} MiB",
+        mib(own),
+        own as f64 / structure as f64,
         mib(structure),
         mib(after),
     );
-    // A relist that returns the same allocations (nothing changed).
+}
+
+/// Replace peak of our store (namespace index) holding `n` objects, relisted with the same
+/// object allocations (nothing changed since the last list).
+fn replace_same_peak(n: usize) {
+    let base = now();
+    let (reader, mut writer) = informer::store::store(informer::store::StoreConfig::default());
+    writer.replace(objects(n), 1).expect("replace");
     let same: Vec<Arc<Object>> = reader.list();
     let steady = now() - base - same.capacity() * 8;
     let max_before = ALLOC.max_allocated();
@@ -144,16 +186,23 @@ fn run(n: usize) {
     let max_after = ALLOC.max_allocated();
     let exact = max_after > max_before;
     println!(
-        "replace (same objects): steady {:.1} MiB, peak {}{:.1} MiB = {:.2}x steady",
+        "replace, the same {n} objects again: steady {:.1} MiB, peak {}{:.1} MiB = {:.2}x steady",
         mib(steady),
         if exact { "" } else { "<= " },
         mib(max_after - base),
         (max_after - base) as f64 / steady as f64,
     );
-    drop((reader, writer));
 }
 
 fn main() {
+    if let Ok(child) = std::env::var(CHILD) {
+        match child.split_once(':').map(|(m, n)| (m, n.parse::<usize>())) {
+            Some(("fresh", Ok(n))) => replace_peaks(n),
+            Some(("same", Ok(n))) => replace_same_peak(n),
+            _ => panic!("{CHILD}={child}: expected fresh:N or same:N"),
+        }
+        return;
+    }
     let sizes: Vec<usize> = std::env::var("STORE_MEMORY_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())

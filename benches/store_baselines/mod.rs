@@ -51,6 +51,10 @@ pub trait WriteSide: Send {
     /// Applies `n` updates, positions `pos..pos + n` of the workload's update cycle, in the
     /// store's natural unit: one batch where it has batches, else one call per object.
     fn write(&mut self, w: &Workload, pos: usize, n: usize);
+    /// Anything worth printing after a flood.
+    fn stats(&self) -> String {
+        String::new()
+    }
 }
 
 /// A store under test.

@@ -36,6 +36,10 @@ impl WriteSide for W {
         }
         self.0.apply(batch).expect("index functions never fail here");
     }
+
+    fn stats(&self) -> String {
+        format!("{} buffer copies so far", self.0.buffer_copies())
+    }
 }
 
 /// The config of a store with `indexes`.

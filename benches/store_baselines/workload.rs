@@ -62,12 +62,21 @@ fn name(i: usize) -> String {
 impl Workload {
     /// Builds `n` objects (and their k8s-openapi twins when `pods`).
     pub fn new(n: usize, pods: bool) -> Workload {
+        Self::build(n, pods, true)
+    }
+
+    /// Only the `n` objects (no keys, updates or pods): what a relist decodes.
+    pub fn objects(n: usize) -> Vec<Arc<Object>> {
+        Self::build(n, false, false).objects
+    }
+
+    fn build(n: usize, pods: bool, extras: bool) -> Workload {
         let dir = fixtures();
         let templates = Templates::etcd_pod(&dir).expect("etcd pod fixture");
         let template = &templates.objects()[0];
         let mut objects = Vec::with_capacity(n);
-        let mut keys = Vec::with_capacity(n);
-        let mut updates = Vec::with_capacity(n / UPDATE_STRIDE + 1);
+        let mut keys = Vec::with_capacity(if extras { n } else { 0 });
+        let mut updates = Vec::with_capacity(if extras { n / UPDATE_STRIDE + 1 } else { 0 });
         for i in 0..n {
             let mut meta = template.meta().clone();
             meta.name = name(i);
@@ -84,8 +93,10 @@ impl Workload {
                 o.name = format!("job-{}", i / PER_OWNER);
             }
             let obj = template.with_meta(meta.clone()).expect("re-key");
-            keys.push(obj.key());
-            if i % UPDATE_STRIDE == 0 {
+            if extras {
+                keys.push(obj.key());
+            }
+            if extras && i % UPDATE_STRIDE == 0 {
                 meta.resource_version = (10_000_000 + i).to_string();
                 updates.push(Arc::new(template.with_meta(meta).expect("re-key")));
             }

@@ -46,7 +46,8 @@
 //!   rejected with [`StoreError::IndexFunc`] and no version is published (client-go panics).
 //! - **Readers never wait; the writer may, briefly.** Before writing the back buffer the
 //!   writer waits for the readers still in it (calls that began before the last swap: a few
-//!   microseconds) for at most about a millisecond; a reader holding it longer (a
+//!   microseconds) for at most about as long as copying the buffer would take (1 ms plus
+//!   50 ns per object); a reader holding it longer (a
 //!   [`Snapshot`]) keeps it, and the writer continues in a fresh copy of the front buffer.
 //! - **Memory.** A held snapshot keeps its buffer, with the objects later versions replaced,
 //!   alive, and costs the writer one copy of the store's tables (not of the objects). Hold

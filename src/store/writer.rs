@@ -162,9 +162,10 @@ impl Extend<Op> for Batch {
 ///
 /// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
 /// about to write is still in use: a `Store` call that started before the previous swap (it
-/// finishes within microseconds) or a held [`Snapshot`]. It waits at most about a millisecond
-/// (yielding the CPU), then leaves that buffer to its readers and writes into a fresh copy of
-/// the front buffer instead: a held snapshot never blocks the writer, it costs one copy of the
+/// finishes within microseconds) or a held [`Snapshot`]. It spins for up to 50 µs, then
+/// yields the CPU, for at most about as long as copying the store's tables would take (1 ms
+/// plus 50 ns per object); then it leaves that buffer to its readers and writes into a fresh
+/// copy of the front buffer instead: a held snapshot never blocks the writer, it costs one copy of the
 /// store's tables (time O(n), memory one more buffer until the snapshot is dropped). Hold
 /// snapshots briefly when the store is written often.
 ///
@@ -192,12 +193,19 @@ pub struct Writer {
 }
 
 /// How long a writer call waits for readers to leave the buffer it must write before it copies
-/// the front buffer instead.
-const PIN_WAIT: Duration = Duration::from_millis(1);
+/// the front buffer instead: about what the copy would cost (a fixed part plus a part per
+/// object), so that waiting never costs much more than giving up would.
+fn pin_wait(len: usize) -> Duration {
+    Duration::from_millis(1) + Duration::from_nanos(50).saturating_mul(len.min(u32::MAX as usize) as u32)
+}
 
-/// Spins (without yielding) before the writer starts to yield while waiting for readers: a
-/// `Store` call in progress finishes in well under this many spins.
-const SPINS: u32 = 256;
+/// How long the writer busy-waits before it starts yielding its CPU: a `Store` call in progress
+/// finishes well within it unless its thread was preempted, and yielding on a busy machine can
+/// cost a whole scheduler time slice.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Spins (without looking at the clock) before the first time check, and between checks.
+const SPINS: u32 = 64;
 
 impl fmt::Debug for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -409,10 +417,10 @@ impl Writer {
     }
 
     /// Makes `back` exclusively the writer's and, when `state` is asked for, brings it to the
-    /// front's state. Waits up to [`PIN_WAIT`] for readers to leave it; past that, leaves it to
+    /// front's state. Waits up to [`pin_wait`] for readers to leave it; past that, leaves it to
     /// them and starts a fresh buffer (a copy of the front, or an empty one).
     fn prepare_back(&mut self, state: bool) {
-        if !self.wait_back(PIN_WAIT) {
+        if !self.wait_back(pin_wait(self.front.len())) {
             let fresh = if state {
                 (*self.front).clone()
             } else {
@@ -433,27 +441,24 @@ impl Writer {
         }
     }
 
-    /// Waits until no reader holds `back`: a short spin, then yields until `limit` has passed.
-    /// Returns whether it is free.
+    /// Waits until no reader holds `back`: spins for up to [`SPIN`] (or only a few spins when
+    /// `limit` is zero), then yields until `limit` has passed. Returns whether it is free.
     fn wait_back(&mut self, limit: Duration) -> bool {
-        for _ in 0..SPINS {
-            if Arc::get_mut(&mut self.back).is_some() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        if limit.is_zero() {
-            return false;
-        }
-        let deadline = Instant::now() + limit;
+        let start = Instant::now();
         loop {
-            if Arc::get_mut(&mut self.back).is_some() {
-                return true;
+            for _ in 0..SPINS {
+                if Arc::get_mut(&mut self.back).is_some() {
+                    return true;
+                }
+                std::hint::spin_loop();
             }
-            if Instant::now() >= deadline {
+            let waited = start.elapsed();
+            if waited >= limit {
                 return false;
             }
-            thread::yield_now();
+            if waited >= SPIN {
+                thread::yield_now();
+            }
         }
     }
 
@@ -477,7 +482,7 @@ impl Writer {
     }
 
     /// Publishes `back` (just written) as the new front; the old front becomes `back` and
-    /// replays the log at once if no reader holds it (waiting up to [`PIN_WAIT`] when `wait`:
+    /// replays the log at once if no reader holds it (waiting up to [`pin_wait`] when `wait`:
     /// after a replace, to release the old content promptly), else at the next call.
     fn publish(&mut self, wait: bool) {
         let generation = self.front.generation + 1;
@@ -494,7 +499,12 @@ impl Writer {
             *v = rv;
             changed
         });
-        if self.wait_back(if wait { PIN_WAIT } else { Duration::ZERO }) {
+        let limit = if wait {
+            pin_wait(self.front.len())
+        } else {
+            Duration::ZERO
+        };
+        if self.wait_back(limit) {
             self.catch_up();
         }
     }
