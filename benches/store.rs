@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hdrhistogram::Histogram;
-use informer::store::{Batch, LABELS_INDEX, NAMESPACE_INDEX, labels_index_func, namespace_index_func};
+use informer::store::{
+    Batch, LABELS_INDEX, NAMESPACE_INDEX, labels_index_func, namespace_index_func,
+};
 use store_baselines::{Candidate, Indexes, ReadSide, Workload, WriteSide};
 
 #[global_allocator]
@@ -119,7 +121,9 @@ impl ReadOp {
                 black_box(r.get(rng.usize(..N)));
             }
             ReadOp::ByNamespace => {
-                black_box(r.by_namespace(rng.usize(..N / store_baselines::workload::PER_NAMESPACE)));
+                black_box(
+                    r.by_namespace(rng.usize(..N / store_baselines::workload::PER_NAMESPACE)),
+                );
             }
         }
     }
@@ -231,7 +235,10 @@ fn latency(_: &mut Criterion) {
             let f = start_flood(cand);
             let flooded = latency_run(&cand.reader, op);
             let rate = stop_flood(cand, f);
-            let (i99, f99) = (idle.value_at_quantile(0.99), flooded.value_at_quantile(0.99));
+            let (i99, f99) = (
+                idle.value_at_quantile(0.99),
+                flooded.value_at_quantile(0.99),
+            );
             println!(
                 "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>11.2}x {:>14.0}",
                 op.name(),
@@ -304,21 +311,24 @@ fn write_parts(c: &mut Criterion) {
         .measurement_time(Duration::from_millis(1000))
         .throughput(Throughput::Elements(WRITE_BATCH as u64));
     let mut pos = 0;
-    g.bench_function("floor: one HashMap insert per update (key allocated)", |b| {
-        let mut map: std::collections::HashMap<_, _, foldhash::fast::RandomState> =
-            w.objects.iter().map(|o| (o.key(), o.clone())).collect();
-        b.iter_custom(|iters| {
-            cpu_timed(|| {
-                for _ in 0..iters {
-                    for p in pos..pos + WRITE_BATCH {
-                        let o = w.update(p).1;
-                        black_box(map.insert(o.key(), o.clone()));
+    g.bench_function(
+        "floor: one HashMap insert per update (key allocated)",
+        |b| {
+            let mut map: std::collections::HashMap<_, _, foldhash::fast::RandomState> =
+                w.objects.iter().map(|o| (o.key(), o.clone())).collect();
+            b.iter_custom(|iters| {
+                cpu_timed(|| {
+                    for _ in 0..iters {
+                        for p in pos..pos + WRITE_BATCH {
+                            let o = w.update(p).1;
+                            black_box(map.insert(o.key(), o.clone()));
+                        }
+                        pos += WRITE_BATCH;
                     }
-                    pos += WRITE_BATCH;
-                }
+                })
             })
-        })
-    });
+        },
+    );
     g.bench_function("building the Batch", |b| {
         b.iter_custom(|iters| {
             cpu_timed(|| {
@@ -339,10 +349,19 @@ fn write_parts(c: &mut Criterion) {
     let opaque = informer::store::StoreConfig::default()
         .without_indexers()
         .indexer(NAMESPACE_INDEX, informer::store::index_func(move |o| ns(o)))
-        .indexer(LABELS_INDEX, informer::store::index_func(move |o| labels(o)));
+        .indexer(
+            LABELS_INDEX,
+            informer::store::index_func(move |o| labels(o)),
+        );
     let stores = [
-        ("apply, 0 indexes", store_baselines::ours::config(Indexes::Zero)),
-        ("apply, 2 provided indexes", store_baselines::ours::config(Indexes::Two)),
+        (
+            "apply, 0 indexes",
+            store_baselines::ours::config(Indexes::Zero),
+        ),
+        (
+            "apply, 2 provided indexes",
+            store_baselines::ours::config(Indexes::Two),
+        ),
         ("apply, 2 indexes as opaque functions", opaque),
     ];
     for (name, config) in stores {

@@ -69,11 +69,18 @@ fn run(n: usize) {
         pods: Vec::new(),
     };
     println!("{:<44} {:>14}", "store (indexes)", "bytes/object");
-    let (b, s) = overhead(&w.objects, |_| store_baselines::ours::filled(&w, Indexes::One));
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::ours::filled(&w, Indexes::One)
+    });
     println!("{:<44} {:>14.1}", "informer (left-right), namespace", b);
     drop(s);
-    let (b, s) = overhead(&w.objects, |_| store_baselines::ours::filled(&w, Indexes::Two));
-    println!("{:<44} {:>14.1}", "informer (left-right), namespace + labels", b);
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::ours::filled(&w, Indexes::Two)
+    });
+    println!(
+        "{:<44} {:>14.1}",
+        "informer (left-right), namespace + labels", b
+    );
     drop(s);
     if n > 100_000 {
         // The baselines' figures do not depend on the size; measure them at 100 000 only.
@@ -81,19 +88,38 @@ fn run(n: usize) {
         measure_replace(n);
         return;
     }
-    let (b, s) = overhead(&w.objects, |_| store_baselines::imbl_store::filled(&w, Indexes::One));
-    println!("{:<44} {:>14.1}", "imbl HAMT versions (previous), namespace", b);
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::imbl_store::filled(&w, Indexes::One)
+    });
+    println!(
+        "{:<44} {:>14.1}",
+        "imbl HAMT versions (previous), namespace", b
+    );
     drop(s);
-    let (b, s) = overhead(&w.objects, |_| store_baselines::cow_shards::filled(&w, Indexes::One));
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::cow_shards::filled(&w, Indexes::One)
+    });
     println!("{:<44} {:>14.1}", "per-shard copy-on-write, namespace", b);
     drop(s);
-    let (b, s) = overhead(&w.objects, |_| store_baselines::client_go::filled(&w, Indexes::One));
-    println!("{:<44} {:>14.1}", "client-go threadSafeMap port, namespace", b);
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::client_go::filled(&w, Indexes::One)
+    });
+    println!(
+        "{:<44} {:>14.1}",
+        "client-go threadSafeMap port, namespace", b
+    );
     drop(s);
-    let (b, s) = overhead(&w.objects, |_| store_baselines::locked::filled(&w, Indexes::One));
-    println!("{:<44} {:>14.1}", "parking_lot RwLock<HashMap>, namespace", b);
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::locked::filled(&w, Indexes::One)
+    });
+    println!(
+        "{:<44} {:>14.1}",
+        "parking_lot RwLock<HashMap>, namespace", b
+    );
     drop(s);
-    let (b, s) = overhead(&w.objects, |_| store_baselines::dash::filled(&w, Indexes::One));
+    let (b, s) = overhead(&w.objects, |_| {
+        store_baselines::dash::filled(&w, Indexes::One)
+    });
     println!("{:<44} {:>14.1}", "dashmap, namespace", b);
     drop(s);
     if n <= 100_000 {
@@ -110,7 +136,10 @@ fn run(n: usize) {
         let before = now();
         let s = store_baselines::kube::filled(&pods);
         let b = (now() - before).saturating_sub(pod_bytes) as f64 / n as f64;
-        println!("{:<44} {:>14.1}", "kube-runtime reflector::store, no index", b);
+        println!(
+            "{:<44} {:>14.1}",
+            "kube-runtime reflector::store, no index", b
+        );
         drop(s);
     }
 

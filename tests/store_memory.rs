@@ -48,7 +48,8 @@ fn churn(cycles: usize, shards: usize) {
     w.apply(batch).unwrap();
     let mut cycle = |i: usize| {
         let uid = format!("churn-uid-{i}");
-        w.apply(Batch::new().add(pod("churn", &uid)).clone()).unwrap();
+        w.apply(Batch::new().add(pod("churn", &uid)).clone())
+            .unwrap();
         assert_eq!(r.index_keys(UID_INDEX, &uid).unwrap().len(), 1);
         w.apply(Batch::new().delete(ObjectKey::new("ns", "churn")).clone())
             .unwrap();

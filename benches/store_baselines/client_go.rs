@@ -123,8 +123,11 @@ impl ThreadSafeMap {
         let mut c = self.lock.write().unwrap();
         c.items = items;
         c.indices = HashMap::default();
-        let all: Vec<(String, Arc<Object>)> =
-            c.items.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let all: Vec<(String, Arc<Object>)> = c
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (k, v) in all {
             c.update_indices(None, Some(&v), &k);
         }

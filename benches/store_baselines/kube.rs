@@ -61,7 +61,10 @@ pub fn filled(pods: &[Pod]) -> (store::Store<Pod>, store::Writer<Pod>) {
 }
 
 pub fn build(w: &Arc<Workload>) -> Candidate {
-    assert!(!w.pods.is_empty(), "workload built without k8s-openapi pods");
+    assert!(
+        !w.pods.is_empty(),
+        "workload built without k8s-openapi pods"
+    );
     let (store, writer) = filled(&w.pods);
     let events = w
         .updates

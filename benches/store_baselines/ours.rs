@@ -34,7 +34,9 @@ impl WriteSide for W {
         for p in pos..pos + n {
             batch.add(w.update(p).1.clone());
         }
-        self.0.apply(batch).expect("index functions never fail here");
+        self.0
+            .apply(batch)
+            .expect("index functions never fail here");
     }
 
     fn stats(&self) -> String {

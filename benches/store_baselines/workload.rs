@@ -106,8 +106,9 @@ impl Workload {
             .map(|i| format!("ns-{i}"))
             .collect();
         let pods = if pods {
-            let json = std::fs::read(Path::new(&dir).join("real/auger-etcd-real-protobuf/json__pod.json"))
-                .expect("etcd pod json");
+            let json =
+                std::fs::read(Path::new(&dir).join("real/auger-etcd-real-protobuf/json__pod.json"))
+                    .expect("etcd pod json");
             let template: Pod = serde_json::from_slice(&json).expect("k8s-openapi Pod");
             objects
                 .iter()

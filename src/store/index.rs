@@ -180,12 +180,11 @@ impl Builtin {
             // namespaces are the same prefix of that text, without reading either.
             Builtin::Namespace => old.namespace().len() == new.namespace().len(),
             Builtin::Labels => old.meta().labels == new.meta().labels,
-            Builtin::OwnerUid => old
+            Builtin::OwnerUid => old.meta().owner_references.iter().map(|o| &o.uid).eq(new
                 .meta()
                 .owner_references
                 .iter()
-                .map(|o| &o.uid)
-                .eq(new.meta().owner_references.iter().map(|o| &o.uid)),
+                .map(|o| &o.uid)),
             Builtin::Uid => old.uid() == new.uid(),
             Builtin::Custom => false,
         }

@@ -150,7 +150,9 @@ impl Version {
 
     /// Every item, shard after shard (no order promised).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Object>)> + '_ {
-        self.shards.iter().flat_map(|t| t.iter().map(|(k, v)| (k, v)))
+        self.shards
+            .iter()
+            .flat_map(|t| t.iter().map(|(k, v)| (k, v)))
     }
 
     pub(crate) fn index_names(&self) -> impl Iterator<Item = &str> + '_ {

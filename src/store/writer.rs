@@ -193,10 +193,11 @@ pub struct Writer {
 }
 
 /// How long a writer call waits for readers to leave the buffer it must write before it copies
-/// the front buffer instead: about what the copy would cost (a fixed part plus a part per
-/// object), so that waiting never costs much more than giving up would.
+/// the front buffer instead: a fixed part plus a part per object, because the copy it avoids
+/// grows with the store (an estimate, not a measured copy time).
 fn pin_wait(len: usize) -> Duration {
-    Duration::from_millis(1) + Duration::from_nanos(50).saturating_mul(len.min(u32::MAX as usize) as u32)
+    Duration::from_millis(1)
+        + Duration::from_nanos(50).saturating_mul(len.min(u32::MAX as usize) as u32)
 }
 
 /// How long the writer busy-waits before it starts yielding its CPU: a `Store` call in progress
