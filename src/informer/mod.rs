@@ -442,7 +442,8 @@ impl<L: ListerWatcher> Informer<L> {
 
     /// Removes a handler (client-go `RemoveEventHandler`): it finishes what was published to
     /// it, then stops (a stream ends). Waits for a thread handler to finish, unless called
-    /// from that handler.
+    /// from that handler. Never waits for room in the handler's channel: a full `Block`
+    /// handler may remove itself, and a stream's reader may remove it without polling it.
     pub fn remove_event_handler(&self, registration: &Registration) {
         let id = registration.listener.id();
         self.shared.resync.remove(id);
@@ -512,10 +513,17 @@ impl<L: ListerWatcher> Informer<L> {
     }
 
     /// Stops the reflector, the resync task and the processing thread, lets every handler
-    /// finish what was published to it, and waits for the threads (streams end once read to
-    /// the end). Sync waiters return `false` if the informer had not synced.
+    /// finish what was queued for it, and waits for the threads (streams end once read to
+    /// the end). A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
+    /// is dropped: a stream nobody polls any more cannot hold the shutdown. Sync waiters
+    /// return `false` if the informer had not synced.
+    ///
+    /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
     pub fn shutdown(&self) {
         self.shared.fifo.close();
+        // Before joining the processing thread: it may be waiting for room at a Block stream
+        // that the caller itself would have to poll.
+        self.shared.distributor.abort_waits();
         let tasks: Vec<Task> =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         for t in tasks {
