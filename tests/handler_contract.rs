@@ -628,3 +628,16 @@ async fn factory_start_and_shutdown_race() {
         }
     }
 }
+
+/// Regression: `start` after `shutdown` started a reflector that, against an unreachable
+/// server, retried its list forever on the caller's runtime (and nothing would stop it).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn start_after_shutdown_starts_nothing() {
+    let inf = Informer::new(Refused, InformerConfig::default());
+    inf.shutdown();
+    inf.start(&tokio::runtime::Handle::current());
+    assert!(!inf.is_started());
+    assert!(inf.reflector_metrics().is_none(), "a reflector was started");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!inf.wait_for_cache_sync(Duration::from_secs(1)).await);
+}

@@ -7,7 +7,7 @@
 //! - Handlers are [`EventHandler`]s (a trait, or closures through
 //!   [`HandlerFns`](crate::distributor::HandlerFns)) each on its own thread, or
 //!   [`NotificationStream`]s read by a task ([`Informer::add_stream`]), each with its own
-//!   [`OverflowPolicy`] and resync period ([`HandlerOptions`]), registered before or after
+//!   [`OverflowPolicy`](crate::distributor::OverflowPolicy) and resync period ([`HandlerOptions`]), registered before or after
 //!   start. A handler registered after start first receives every cached object as an add
 //!   with `is_in_initial_list = true`, then live events, none missed or doubled.
 //! - [`Registration::has_synced`] turns true once the informer has synced *and* that handler
@@ -451,11 +451,17 @@ impl<L: ListerWatcher> Informer<L> {
     }
 
     /// Starts the reflector and the resync schedule on `handle` and the processing thread. A
-    /// second call does nothing.
+    /// second call, or a call after [`shutdown`](Self::shutdown), does nothing.
     ///
     /// # Panics
     /// When the processing thread cannot be spawned.
     pub fn start(&self, handle: &tokio::runtime::Handle) {
+        // Held until the tasks are recorded: `shutdown` closes the queue under it, so a start
+        // either completes before a shutdown (which then stops what it started) or sees it.
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.shared.fifo.is_closed() {
+            return;
+        }
         {
             let mut pending = self
                 .transform
@@ -488,7 +494,6 @@ impl<L: ListerWatcher> Informer<L> {
             .name("informer-process".into())
             .spawn(move || process::process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
-        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         tasks.push(Task::Async(reflector_task));
         tasks.push(Task::Async(resync_task));
         tasks.push(Task::Thread(thread));
@@ -520,12 +525,14 @@ impl<L: ListerWatcher> Informer<L> {
     ///
     /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
     pub fn shutdown(&self) {
-        self.shared.fifo.close();
+        let tasks: Vec<Task> = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            self.shared.fifo.close();
+            std::mem::take(&mut *tasks)
+        };
         // Before joining the processing thread: it may be waiting for room at a Block stream
         // that the caller itself would have to poll.
         self.shared.distributor.abort_waits();
-        let tasks: Vec<Task> =
-            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
         for t in tasks {
             match t {
                 Task::Async(h) => h.abort(),
