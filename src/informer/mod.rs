@@ -7,9 +7,10 @@
 //! - Handlers are [`EventHandler`]s (a trait, or closures through
 //!   [`HandlerFns`](crate::distributor::HandlerFns)) each on its own thread, or
 //!   [`NotificationStream`]s read by a task ([`Informer::add_stream`]), each with its own
-//!   [`OverflowPolicy`](crate::distributor::OverflowPolicy) and resync period ([`HandlerOptions`]), registered before or after
-//!   start. A handler registered after start first receives every cached object as an add
-//!   with `is_in_initial_list = true`, then live events, none missed or doubled.
+//!   [`OverflowPolicy`](crate::distributor::OverflowPolicy) and resync period
+//!   ([`HandlerOptions`]), registered before or after start. A handler registered after
+//!   start first receives every cached object as an add with `is_in_initial_list = true`,
+//!   then live events, none missed or doubled.
 //! - [`Registration::has_synced`] turns true once the informer has synced *and* that handler
 //!   has handled its initial adds (client-go `ResourceEventHandlerRegistration.HasSynced`).
 //! - Resync (see `resync.rs`): each handler's period (≥ 1 s, 0 = never); sync updates go only
