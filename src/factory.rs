@@ -456,7 +456,8 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     }
 
     /// Waits until every started informer has synced, up to `timeout` in all (tokio's clock);
-    /// returns each one's result (client-go `WaitForCacheSync`). No polling.
+    /// returns each one's result (client-go `WaitForCacheSync`). No polling. Under paused
+    /// tokio time see [`Informer::wait_for_cache_sync`] (`# Paused time`).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.

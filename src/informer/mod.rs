@@ -104,6 +104,11 @@ impl Registration {
     /// Waits until [`has_synced`](Self::has_synced), up to `timeout` (tokio's clock); `false`
     /// on timeout or when the informer stopped first. No polling: wakes on the sync itself.
     ///
+    /// # Paused time
+    /// As [`Informer::wait_for_cache_sync`]: handlers and the processing thread are not tokio
+    /// tasks, so under paused time this may time out early in virtual time; use
+    /// [`wait_for_sync_blocking`](Self::wait_for_sync_blocking) inside `spawn_blocking`.
+    ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
@@ -503,6 +508,14 @@ impl<L: ListerWatcher> Informer<L> {
     /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`),
     /// on tokio's clock. Returns whether it synced (`false` on timeout or shutdown). No
     /// polling: the processing thread wakes it when the first list has been published.
+    ///
+    /// # Paused time
+    /// The processing thread is not a tokio task: under paused tokio time (tests), a runtime
+    /// with nothing else to do auto-advances to the timeout while that thread is still
+    /// applying the list, and this returns `false` early. There, wait with
+    /// [`wait_for_cache_sync_blocking`](Self::wait_for_cache_sync_blocking) inside
+    /// `spawn_blocking` (tokio does not auto-advance while a blocking task runs), or poll
+    /// [`has_synced`](Self::has_synced) between `yield_now`s.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
