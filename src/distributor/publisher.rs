@@ -208,7 +208,9 @@ impl Distributor {
     }
 
     /// Publishes `batch` to one listener only, e.g. the current state as adds with
-    /// `is_in_initial_list = true` for a listener added late. Returns `false` for an unknown id.
+    /// `is_in_initial_list = true` for a listener added late. Waits for room at a full
+    /// [`OverflowPolicy::Block`] listener (until [`shutdown`](Self::shutdown)). Returns
+    /// `false` for an unknown id.
     pub fn publish_to(&self, id: ListenerId, batch: impl Into<Arc<[Notification]>>) -> bool {
         let Some(entry) = self.entry(id) else {
             return false;
@@ -233,7 +235,9 @@ impl Distributor {
     }
 
     /// Places a [`Marker`] in one listener's stream: it is reached once the listener has
-    /// handled everything published to it before this call. `None` for an unknown id.
+    /// handled everything published to it before this call. Waits for room at a full
+    /// [`OverflowPolicy::Block`] listener (a shutdown meanwhile reaches the marker at once).
+    /// `None` for an unknown id.
     pub fn marker(&self, id: ListenerId) -> Option<Marker> {
         Some(self.entry(id)?.marker(&self.abort))
     }

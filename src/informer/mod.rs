@@ -206,7 +206,8 @@ impl<L: ListerWatcher> std::fmt::Debug for Informer<L> {
 }
 
 impl<L: ListerWatcher> Informer<L> {
-    /// An informer over `lw`. Nothing runs until [`Informer::start`].
+    /// An informer over `lw` (client-go `NewSharedIndexInformer`). Nothing runs until
+    /// [`Informer::start`].
     pub fn new(lw: L, config: InformerConfig) -> Self {
         let (reader, writer) = store(config.store);
         // The transform is looked up per object so that `set_transform` can still choose it
