@@ -641,3 +641,48 @@ async fn start_after_shutdown_starts_nothing() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!inf.wait_for_cache_sync(Duration::from_secs(1)).await);
 }
+
+/// A full `Block` handler that shuts its own informer down (e.g. on a fatal condition) while
+/// the processing thread waits for room at it: the wait gives up, the shutdown completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_handler_can_shut_its_informer_down() {
+    let sim = SimServer::new(sim_config(300)).unwrap();
+    let slot: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
+    let inf = Arc::new(Informer::new(
+        sim.clone(),
+        InformerConfig {
+            batch_size: 10,
+            ..InformerConfig::default()
+        },
+    ));
+    let _ = slot.set(inf.clone());
+    let (done_tx, done_rx) = bounded::<()>(1);
+    let s = slot.clone();
+    let mut first = true;
+    inf.add_event_handler_with_options(
+        HandlerFns::new().with_add(move |_, _| {
+            if std::mem::take(&mut first) {
+                let inf = s.get().unwrap();
+                // Batch 1 is being handled, batch 2 fills the channel, batch 3 is applied and
+                // waits for room.
+                while inf.metrics().batches.load(Ordering::SeqCst) < 3 {
+                    std::thread::yield_now();
+                }
+                inf.shutdown();
+                let _ = done_tx.send(());
+            }
+        }),
+        HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }),
+    )
+    .unwrap();
+    inf.start(&tokio::runtime::Handle::current());
+    tokio::task::spawn_blocking(move || {
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("deadlock: the handler's shutdown did not return")
+    })
+    .await
+    .unwrap();
+    assert!(!inf.has_synced());
+    assert!(inf.add_event_handler(Recorder::default()).is_err());
+}
