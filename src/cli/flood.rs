@@ -212,18 +212,21 @@ enum Source {
     Local(SimServer),
     /// A running `informer serve`: changes through `POST /informer/v1/flood`, truth from an
     /// exact list at the store's resourceVersion.
-    Remote {
-        client: kube::Client,
-        lw: HttpListerWatcher,
-    },
+    Remote(Box<Remote>),
+}
+
+/// A running `informer serve` reached over HTTP.
+struct Remote {
+    client: kube::Client,
+    lw: HttpListerWatcher,
 }
 
 impl Source {
     async fn resource_version(&self) -> Result<u64, String> {
         match self {
             Source::Local(sim) => Ok(sim.resource_version()),
-            Source::Remote { client, .. } => {
-                let v = control(client, http::Method::GET, "/informer/v1/stats").await?;
+            Source::Remote(r) => {
+                let v = control(&r.client, http::Method::GET, "/informer/v1/stats").await?;
                 Ok(v["resourceVersion"]
                     .as_str()
                     .and_then(|s| s.parse().ok())
@@ -235,9 +238,9 @@ impl Source {
     async fn flood(&self, n: u64) -> Result<u64, String> {
         match self {
             Source::Local(sim) => sim.flood(n).await.map_err(|e| e.to_string()),
-            Source::Remote { client, .. } => {
+            Source::Remote(r) => {
                 let path = format!("/informer/v1/flood?events={n}");
-                let v = control(client, http::Method::POST, &path).await?;
+                let v = control(&r.client, http::Method::POST, &path).await?;
                 v["resourceVersion"]
                     .as_str()
                     .and_then(|s| s.parse().ok())
@@ -250,7 +253,7 @@ impl Source {
     async fn truth(&self, rv: u64) -> Result<Truth, String> {
         match self {
             Source::Local(sim) => Ok(sim.truth()),
-            Source::Remote { lw, .. } => {
+            Source::Remote(r) => {
                 let mut opts = ListOptions {
                     resource_version: Some(rv.to_string()),
                     resource_version_match: Some("Exact".into()),
@@ -259,7 +262,7 @@ impl Source {
                 };
                 let mut objects = std::collections::BTreeMap::new();
                 loop {
-                    let page = lw.list(&opts).await.map_err(|e| e.to_string())?;
+                    let page = r.lw.list(&opts).await.map_err(|e| e.to_string())?;
                     let list = decode_list(page).map_err(|e| e.to_string())?;
                     for o in list.items {
                         objects.insert(o.key(), Arc::new(o));
@@ -361,10 +364,10 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     let lw = HttpListerWatcher::new(client.clone(), resource);
     let source = match local {
         Some(sim) => Source::Local(sim),
-        None => Source::Remote {
+        None => Source::Remote(Box::new(Remote {
             client,
             lw: lw.clone(),
-        },
+        })),
     };
     let informer = Informer::new(lw, config);
     let label = format!("http {} ({:?})", url, args.accept);

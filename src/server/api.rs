@@ -529,12 +529,12 @@ impl Api {
         let mode = if pass {
             Mode::Pass
         } else {
-            Mode::Transform {
+            Mode::Transform(Box::new(Transform {
                 decoder: WatchDecoder::new(resp.format, DEFAULT_FRAME_LIMIT).with_compaction(0),
                 filter,
                 target: enc,
                 json: self.json.clone(),
-            }
+            }))
         };
         self.stats.watches.fetch_add(1, Ordering::Relaxed);
         self.stats.watches_open.fetch_add(1, Ordering::Relaxed);
@@ -667,12 +667,15 @@ enum Mode {
     /// The simulator's chunks as they are (same encoding, nothing filtered): no decode.
     Pass,
     /// Decode, filter, and encode each event in the target encoding.
-    Transform {
-        decoder: WatchDecoder,
-        filter: Filter,
-        target: Encoding,
-        json: Option<JsonTranscoder>,
-    },
+    Transform(Box<Transform>),
+}
+
+/// The state of a transformed watch.
+struct Transform {
+    decoder: WatchDecoder,
+    filter: Filter,
+    target: Encoding,
+    json: Option<JsonTranscoder>,
 }
 
 /// One watch response body.
@@ -719,15 +722,15 @@ impl WatchStream {
                 Some(Err(e)) => return Some(Err(io::Error::other(e))),
                 None => None,
             };
-            let Mode::Transform {
+            let Mode::Transform(t) = &mut self.mode else {
+                return chunk.map(Ok);
+            };
+            let Transform {
                 decoder,
                 filter,
                 target,
                 json,
-            } = &mut self.mode
-            else {
-                return chunk.map(Ok);
-            };
+            } = &mut **t;
             let mut events = Vec::new();
             match chunk {
                 Some(c) => {

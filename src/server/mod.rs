@@ -52,7 +52,7 @@ use crate::object::{GroupVersionKind, Object};
 use crate::sim::{SimError, SimServer};
 
 /// How the simulator's resource is presented over HTTP.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ServerConfig {
     /// The resource as discovery shows it. Default: from the simulator (its
     /// [`crate::sim::SimConfig::resource`] plural, the templates' kind, namespaced when the
@@ -61,15 +61,6 @@ pub struct ServerConfig {
     /// JSON twins of the simulator's protobuf templates (same order), so that JSON clients
     /// can be answered; `None` = protobuf clients only (JSON simulators need none).
     pub json_twins: Option<Vec<Object>>,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            resource: None,
-            json_twins: None,
-        }
-    }
 }
 
 impl ServerConfig {

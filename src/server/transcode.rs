@@ -9,7 +9,7 @@
 //! [`ObjectMeta`]. An object whose non-metadata bytes match no template has no JSON form here.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -137,11 +137,9 @@ impl JsonTranscoder {
             return Ok(obj.raw().clone());
         }
         let rest = rest_of(obj.raw())?;
-        let mut h = self.hasher.build_hasher();
-        rest[..].hash(&mut h);
         let twin = self
             .twins
-            .get(&h.finish())
+            .get(&self.hasher.hash_one(&rest[..]))
             .and_then(|v| v.iter().find(|t| t.rest_pb == rest))
             .ok_or_else(|| TranscodeError::Unknown(obj.key().to_string()))?;
         let meta = meta_json(obj.meta())?;
