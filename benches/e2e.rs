@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
-use informer::distributor::{EventHandler, OverflowPolicy};
+use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
-use informer::informer::{Informer, InformerConfig};
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, parse_resource_version};
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
@@ -324,13 +324,12 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
             let informer = Informer::new(lw, InformerConfig::default());
             let last = Arc::new(AtomicU64::new(0));
             informer
-                .add_event_handler(
-                    "seen",
-                    OverflowPolicy::Unbounded,
+                .add_event_handler_with_options(
                     Seen {
                         last: last.clone(),
                         typed,
                     },
+                    HandlerOptions::new().name("seen"),
                 )
                 .unwrap();
             informer.start(env.client_rt.handle());
@@ -399,13 +398,12 @@ fn bytes_per_event(env: &Env) {
                 let informer = Informer::new(lw, InformerConfig::default());
                 let last = Arc::new(AtomicU64::new(0));
                 informer
-                    .add_event_handler(
-                        "seen",
-                        OverflowPolicy::Unbounded,
+                    .add_event_handler_with_options(
                         Seen {
                             last: last.clone(),
                             typed: false,
                         },
+                        HandlerOptions::new().name("seen"),
                     )
                     .unwrap();
                 informer.start(env.client_rt.handle());

@@ -605,6 +605,125 @@ fn error_responses_map_to_api_errors() {
         // Nothing listens on port 1.
         let lw = lister("http://127.0.0.1:1", pods(true)).await;
         let err = lw.list(&ListOptions::default()).await.unwrap_err();
-        assert!(matches!(err, ApiError::Transport(_)), "{err:?}");
+        assert_eq!(
+            err.transport_kind(),
+            Some(informer::reflector::TransportErrorKind::ConnectionRefused),
+            "{err:?}"
+        );
     });
+}
+
+/// The simulator's faults reach an HTTP client as a real server's failures would, and an
+/// informer over HTTP recovers from each of them to the server's truth.
+#[test]
+fn simulator_faults_over_http() {
+    use informer::reflector::TransportErrorKind;
+    use informer::sim::Fault;
+    let rt = runtime();
+    let sim = sim("head", |c| {
+        c.initial_objects(100)
+            .target_objects(100)
+            .flow_control(true)
+    });
+    let server = rt.block_on(start(&sim));
+    rt.block_on(async {
+        let lw = lister(&server.url(), pods(true)).await;
+        // Error answers: a Status with the HTTP code, Retry-After for 429.
+        sim.inject("list:429:4".parse::<Fault>().unwrap());
+        let s = lw.list(&ListOptions::default()).await.unwrap_err();
+        let s = s.status().unwrap();
+        assert_eq!((s.code, s.retry_after_seconds), (429, Some(4)));
+        sim.inject("watch:too-large".parse::<Fault>().unwrap());
+        let e = lw.watch(&WatchOptions::default()).await.unwrap_err();
+        assert!(informer::reflector::is_too_large_resource_version(
+            e.status().unwrap()
+        ));
+        // "refused": the connection closes without an answer.
+        sim.inject("list:refused".parse::<Fault>().unwrap());
+        let e = lw.list(&ListOptions::default()).await.unwrap_err();
+        assert_eq!(
+            e.transport_kind(),
+            Some(TransportErrorKind::ConnectionReset),
+            "{e:?}"
+        );
+        // A stream reset cuts the response mid-body: a transport error on the stream.
+        let rv = sim.resource_version();
+        let mut w = lw
+            .watch(&WatchOptions {
+                resource_version: rv.to_string(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        sim.inject("stream:reset@3".parse::<Fault>().unwrap());
+        sim.step(10).unwrap();
+        let mut events = 0;
+        let mut d = WatchDecoder::new(w.format, 1 << 24);
+        let err = loop {
+            match tokio::time::timeout(Duration::from_secs(20), w.body.next_chunk())
+                .await
+                .unwrap()
+            {
+                Some(Ok(c)) => {
+                    d.push(c);
+                    while d.next_event().unwrap().is_some() {
+                        events += 1;
+                    }
+                }
+                Some(Err(e)) => break e,
+                None => panic!("the stream ended cleanly after {events} events"),
+            }
+        };
+        assert_eq!(events, 3);
+        assert_eq!(
+            err.transport_kind(),
+            Some(TransportErrorKind::ConnectionReset),
+            "{err:?}"
+        );
+    });
+    // The whole informer through one fault of every kind, armed over the control endpoint.
+    let lw = rt.block_on(lister(&server.url(), pods(true)));
+    let informer = Informer::new(
+        lw,
+        InformerConfig {
+            reflector: fast_reflector(),
+            ..Default::default()
+        },
+    );
+    informer.start(rt.handle());
+    assert!(rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30))));
+    for spec in [
+        "stream:410@2",
+        "stream:reset@5",
+        "stream:close@1",
+        "watch:500",
+        "list:410",
+        "stream:corrupt@4",
+        "watch:refused",
+    ] {
+        let (url, spec) = (server.url(), spec.to_owned());
+        let armed = rt.block_on(async move {
+            let client = ClientOptions {
+                server: Some(url),
+                ..Default::default()
+            }
+            .client()
+            .await
+            .unwrap();
+            let req = http::Request::post(format!("/informer/v1/faults?fault={spec}"))
+                .body(kube::client::Body::empty())
+                .unwrap();
+            client.send(req).await.unwrap().status()
+        });
+        assert!(armed.is_success());
+        rt.block_on(sim.flood(50)).unwrap();
+    }
+    let truth = sim.truth();
+    let ok = rt.block_on(eventually(Duration::from_secs(60), || {
+        informer.store().resource_version() >= truth.resource_version
+            && truth.diff(&store_versions(&informer)).is_none()
+    }));
+    assert!(ok, "{:?}", truth.diff(&store_versions(&informer)));
+    informer.shutdown();
+    rt.block_on(server.shutdown());
 }

@@ -397,6 +397,7 @@ fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), Strin
         .history_window(10_000)
         .flow_control(true);
     let sim = SimServer::new(args.sim.apply(base)).map_err(|e| e.to_string())?;
+    args.sim.arm(&sim);
     Ok((sim, twins))
 }
 

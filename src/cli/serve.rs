@@ -81,6 +81,7 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
     let dir = fixtures_dir(args.fixtures.as_ref())?;
     let (templates, twins) = load_templates(args.template, &dir)?;
     let sim = SimServer::new(sim_config(args, templates)).map_err(|e| e.to_string())?;
+    args.sim.arm(&sim);
     let mut config = ServerConfig::default();
     if let Some(t) = twins {
         config = config.json_twins(t);

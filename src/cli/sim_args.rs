@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use informer::object::{self, Object};
-use informer::sim::{SimConfig, Templates, default_fixtures_dir};
+use std::time::Duration;
+
+use informer::sim::{Fault, SimConfig, SimServer, Templates, default_fixtures_dir};
 
 /// The JSON twin of `k8s-testdata/HEAD/core.v1.Pod.pb`: the same round-trip object in JSON.
 const HEAD_POD_JSON: &str = "k8s-testdata/HEAD/core.v1.Pod.json";
@@ -79,6 +81,25 @@ pub(crate) struct SimFlags {
     /// Reject streaming lists (`sendInitialEvents`) with 422, as a server without WatchList.
     #[arg(long)]
     pub(crate) no_watch_list: bool,
+    /// Standing fault: every watch stream ends cleanly after this many events.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) watch_close_after: Option<u64>,
+    /// Standing fault: lists (but quorum reads) are served this many resourceVersions behind.
+    #[arg(long)]
+    pub(crate) list_lag: Option<u64>,
+    /// Standing fault: `continue` tokens expire (410) after this many seconds.
+    #[arg(long)]
+    pub(crate) continue_ttl: Option<f64>,
+    /// A BOOKMARK every this many seconds on watches that allow them (0 = none but
+    /// `--bookmark-every`).
+    #[arg(long)]
+    pub(crate) bookmark_interval: Option<f64>,
+    /// One-shot faults armed at start, repeatable: `list:410`, `list:429:3`, `watch:500`,
+    /// `watch:too-large`, `watch:refused`, `stream:close@100`, `stream:410`, `stream:corrupt`,
+    /// `stream:oversized`, `stream:stall`, `stream:reset@10` (see `informer::sim::Fault`; more
+    /// can be armed while serving with `POST /informer/v1/faults?fault=SPEC`).
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub(crate) faults: Vec<Fault>,
 }
 
 impl SimFlags {
@@ -102,6 +123,25 @@ impl SimFlags {
         if self.no_watch_list {
             cfg = cfg.watch_list(false);
         }
+        if let Some(n) = self.watch_close_after {
+            cfg = cfg.watch_close_after(Some(n));
+        }
+        if let Some(n) = self.list_lag {
+            cfg = cfg.list_lag(n);
+        }
+        if let Some(t) = self.continue_ttl {
+            cfg = cfg.continue_ttl(Some(Duration::from_secs_f64(t.max(0.0))));
+        }
+        if let Some(t) = self.bookmark_interval {
+            cfg = cfg.bookmark_interval((t > 0.0).then(|| Duration::from_secs_f64(t)));
+        }
         cfg
+    }
+
+    /// Arms the one-shot faults on `sim`.
+    pub(crate) fn arm(&self, sim: &SimServer) {
+        for f in &self.faults {
+            sim.inject(*f);
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use informer::client::{ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{Informer, InformerConfig};
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Object;
 use informer::reflector::ReflectorConfig;
 
@@ -134,10 +134,11 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
     );
     let counts = Arc::new(Counts::default());
     let registration = informer
-        .add_event_handler(
-            "summary",
-            OverflowPolicy::Unbounded,
+        .add_event_handler_with_options(
             Counter(counts.clone()),
+            HandlerOptions::new()
+                .name("summary")
+                .policy(OverflowPolicy::Unbounded),
         )
         .map_err(|e| e.to_string())?;
     informer.start(&tokio::runtime::Handle::current());

@@ -14,7 +14,10 @@ use kube::client::Body as KubeBody;
 use super::ApiResource;
 use super::status::status_of;
 use crate::object::{DecodeError, WatchFormat};
-use crate::reflector::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
+use crate::reflector::{
+    ApiError, Body, ListOptions, ListerWatcher, TransportError, TransportErrorKind, WatchOptions,
+    WatchResponse,
+};
 
 /// Largest error body read to decode its `Status` (1 MiB); the rest is dropped.
 const MAX_ERROR_BODY: usize = 1 << 20;
@@ -35,7 +38,8 @@ pub const DEFAULT_MAX_LIST_BYTES: usize = 2 << 30;
 /// - Non-2xx answers become [`ApiError::Status`] with the server's `Status` (410 Expired, 429
 ///   with `retryAfterSeconds` from the body or the `Retry-After` header, 504 with the
 ///   `ResourceVersionTooLarge` cause, 5xx); connection failures (refused, reset, TLS, auth
-///   plugin) become [`ApiError::Transport`].
+///   plugin) become [`ApiError::Transport`] with the [`TransportErrorKind`] the reflector
+///   acts on (refused, reset or cut mid-stream, timeout, other).
 ///
 /// Requests go through the `kube::Client` given; build it with [`super::ClientOptions`] or
 /// turn off its own retry layer (`Config::default_retry = false`) so that 429s reach the
@@ -89,7 +93,12 @@ impl HttpListerWatcher {
         let req = Request::get(uri)
             .header(ACCEPT, self.resource.accept())
             .body(KubeBody::empty())
-            .map_err(|e| ApiError::Transport(format!("building request {uri}: {e}")))?;
+            .map_err(|e| {
+                ApiError::Transport(TransportError::new(
+                    TransportErrorKind::Other,
+                    format!("building request {uri}: {e}"),
+                ))
+            })?;
         let resp = self.client.send(req).await.map_err(|e| transport(&e))?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -120,7 +129,41 @@ pub(crate) fn chain(e: &dyn StdError) -> String {
 }
 
 fn transport(e: &kube::Error) -> ApiError {
-    ApiError::Transport(chain(e))
+    ApiError::Transport(TransportError::new(transport_kind(e), chain(e)))
+}
+
+/// How a connection failed, from the error's source chain (client-go's `IsConnectionRefused`,
+/// `IsProbableEOF`, `IsTimeout` in `apimachinery/pkg/util/net/util.go`): an `io::Error` of
+/// kind refused, reset/aborted/broken pipe/unexpected EOF or timed out; a hyper error for an
+/// incomplete message, a closed or canceled connection, or a timeout.
+pub(crate) fn transport_kind(e: &(dyn StdError + 'static)) -> TransportErrorKind {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            match io.kind() {
+                K::ConnectionRefused => return TransportErrorKind::ConnectionRefused,
+                K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof => {
+                    return TransportErrorKind::ConnectionReset;
+                }
+                K::TimedOut => return TransportErrorKind::Timeout,
+                _ => {}
+            }
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_timeout() {
+                return TransportErrorKind::Timeout;
+            }
+            if h.is_incomplete_message() || h.is_closed() || h.is_canceled() {
+                return TransportErrorKind::ConnectionReset;
+            }
+        }
+        if err.is::<tokio::time::error::Elapsed>() {
+            return TransportErrorKind::Timeout;
+        }
+        cur = err.source();
+    }
+    TransportErrorKind::Other
 }
 
 /// Reads a whole body, up to `limit` bytes. With `truncate`, bytes past the limit are dropped

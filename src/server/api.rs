@@ -170,6 +170,7 @@ impl Api {
                 &discovery::resource_list(&r.group_version(), r),
             ),
             (["informer", "v1", "flood"], _) if *method == Method::POST => self.flood(query).await,
+            (["informer", "v1", "faults"], _) if *method == Method::POST => self.inject(query),
             (["informer", "v1", "stats"], true) => self.stats_doc(),
             (["api", "v1", rest @ ..], _) if r.group.is_empty() && r.version == "v1" => {
                 self.resource_request(method, rest, query, accept).await
@@ -581,6 +582,34 @@ impl Api {
         }
     }
 
+    /// `POST /informer/v1/faults?fault=SPEC[&fault=SPEC...]`: arms one-shot faults
+    /// ([`crate::sim::Fault`] text forms such as `list:410`, `watch:429:3`, `stream:reset@5`).
+    fn inject(&self, query: &[(String, String)]) -> Response<ResponseBody> {
+        let mut armed = Vec::new();
+        for (_, spec) in query.iter().filter(|(k, _)| k == "fault") {
+            match spec.parse::<crate::sim::Fault>() {
+                Ok(f) => armed.push(f),
+                Err(e) => {
+                    return error_response(
+                        &bad_request(format!("fault {spec:?}: {e}")),
+                        Encoding::Json,
+                    );
+                }
+            }
+        }
+        if armed.is_empty() {
+            return error_response(
+                &bad_request("fault=SPEC is required".into()),
+                Encoding::Json,
+            );
+        }
+        let names: Vec<String> = armed.iter().map(ToString::to_string).collect();
+        for f in armed {
+            self.sim.inject(f);
+        }
+        json_response(StatusCode::OK, &json!({"armed": names}))
+    }
+
     fn stats_doc(&self) -> Response<ResponseBody> {
         let s = self.sim.stats();
         let h = &self.stats;
@@ -654,9 +683,19 @@ pub(crate) fn error_response(s: &ApiStatus, enc: Encoding) -> Response<ResponseB
     r
 }
 
+/// Marks a response that must not be sent: the connection is closed instead (a simulated
+/// connection failure, e.g. the `refused` fault answer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DropConnection;
+
 fn api_error_response(e: ApiError, enc: Encoding) -> Response<ResponseBody> {
     let s = match e {
         ApiError::Status(s) => s,
+        ApiError::Transport(t) => {
+            let mut r = error_response(&status(503, "ServiceUnavailable", t.to_string()), enc);
+            r.extensions_mut().insert(DropConnection);
+            return r;
+        }
         other => status(500, "InternalError", other.to_string()),
     };
     error_response(&s, enc)

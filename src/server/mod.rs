@@ -21,7 +21,14 @@
 //!   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 422;
 //! - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
 //!   N changes (honouring flow control) and answers the resulting resourceVersion;
-//!   `GET /informer/v1/stats`.
+//!   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
+//!   ([`crate::sim::Fault`]); `GET /informer/v1/stats`.
+//!
+//! Simulator faults reach clients as a real server's failures would: error answers as
+//! `Status` responses, `refused` as a connection closed without an answer, stream faults
+//! (close, ERROR 410, corrupt or oversized frames, stall, reset) on the wire as the simulator
+//! produces them (a reset cuts the HTTP response mid-body). Watches that this layer re-encodes
+//! (other encoding, filtered) cut the response instead of forwarding a corrupt frame.
 //!
 //! Watches whose encoding is the simulator's and that filter nothing stream the simulator's
 //! chunks as they are (no decode, no copy in this layer); others are decoded, filtered and
@@ -241,7 +248,14 @@ pub async fn serve(
                     conns.spawn(async move {
                         let svc = service_fn(move |req| {
                             let api = api.clone();
-                            async move { Ok::<_, std::convert::Infallible>(api.handle(req).await) }
+                            async move {
+                                let r = api.handle(req).await;
+                                if r.extensions().get::<api::DropConnection>().is_some() {
+                                    // hyper closes the connection without an answer.
+                                    return Err(std::io::Error::other("simulated connection failure"));
+                                }
+                                Ok(r)
+                            }
                         });
                         // A client going away mid-response is normal for watches.
                         let _ = http1::Builder::new()
