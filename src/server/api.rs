@@ -758,7 +758,13 @@ impl WatchStream {
         loop {
             let chunk = match self.watch.next_chunk().await {
                 Some(Ok(c)) => Some(c),
-                Some(Err(e)) => return Some(Err(io::Error::other(e))),
+                Some(Err(e)) => {
+                    // A body error makes hyper drop the connection at once, discarding what it
+                    // has buffered: let the bytes already yielded reach the socket first, as
+                    // they would have before a real connection reset.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    return Some(Err(io::Error::other(e)));
+                }
                 None => None,
             };
             let Mode::Transform(t) = &mut self.mode else {
