@@ -353,13 +353,13 @@ impl ListerWatcher for Refused {
         &self,
         _: &informer::reflector::ListOptions,
     ) -> Result<Bytes, informer::reflector::ApiError> {
-        Err(informer::reflector::ApiError::Transport("refused".into()))
+        Err(informer::reflector::ApiError::connection_refused("refused"))
     }
     async fn watch(
         &self,
         _: &informer::reflector::WatchOptions,
     ) -> Result<informer::reflector::WatchResponse<Self::Body>, informer::reflector::ApiError> {
-        Err(informer::reflector::ApiError::Transport("refused".into()))
+        Err(informer::reflector::ApiError::connection_refused("refused"))
     }
 }
 
@@ -420,7 +420,7 @@ async fn until(mut cond: impl FnMut() -> bool) {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() {
     const N: usize = 20;
-    let sim = SimServer::new(sim_config(N).bookmark_idle(None)).unwrap();
+    let sim = SimServer::new(sim_config(N).bookmark_interval(None)).unwrap();
     let inf = Informer::new(
         sim.clone(),
         InformerConfig {
