@@ -35,7 +35,7 @@ struct Version {
 
 impl Version {
     fn shard(&self, key: &str, n: usize) -> usize {
-        ((self.hasher.hash_one(key) >> 32) * n as u64 >> 32) as usize
+        (((self.hasher.hash_one(key) >> 32) * n as u64) >> 32) as usize
     }
 
     fn get(&self, key: &str) -> Option<&Arc<Object>> {
@@ -58,13 +58,13 @@ impl Version {
     fn index_remove(&mut self, pos: usize, value: &str, key: &ObjectKey) {
         let s = self.shard(value, INDEX_SHARDS);
         let shard = Arc::make_mut(&mut self.indexes[pos][s]);
-        if let Some(keys) = shard.get_mut(value) {
-            if let Ok(at) = keys.binary_search(key) {
-                if keys.len() == 1 {
-                    shard.remove(value);
-                } else {
-                    Arc::make_mut(keys).remove(at);
-                }
+        if let Some(keys) = shard.get_mut(value)
+            && let Ok(at) = keys.binary_search(key)
+        {
+            if keys.len() == 1 {
+                shard.remove(value);
+            } else {
+                Arc::make_mut(keys).remove(at);
             }
         }
     }

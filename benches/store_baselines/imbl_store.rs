@@ -113,7 +113,7 @@ fn norm(mut v: IndexValues) -> IndexValues {
 impl Version {
     fn shard_of(&self, key: &str) -> usize {
         let n = self.shards.len();
-        ((self.hasher.hash_one(key) >> 32) * n as u64 >> 32) as usize
+        (((self.hasher.hash_one(key) >> 32) * n as u64) >> 32) as usize
     }
 
     fn get(&self, key: &str) -> Option<&Arc<Object>> {

@@ -145,7 +145,7 @@ impl Workload {
         let u = self.updates.len();
         let j = pos % u;
         let i = j * UPDATE_STRIDE;
-        if (pos / u) % 2 == 0 {
+        if (pos / u).is_multiple_of(2) {
             (i, &self.updates[j])
         } else {
             (i, &self.objects[i])

@@ -130,7 +130,7 @@ impl Version {
         if n == 1 {
             return 0;
         }
-        (((hash >> 25) & 0xFFFF_FFFF) * n as u64 >> 32) as usize
+        ((((hash >> 25) & 0xFFFF_FFFF) * n as u64) >> 32) as usize
     }
 
     pub(crate) fn shard_count(&self) -> usize {
