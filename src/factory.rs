@@ -398,6 +398,12 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// The shared informer of `gvr` (dynamic: any resource, custom ones included), made on
     /// first use (client-go `ForResource` / `InformerFor`). Not started: call
     /// [`start`](Self::start) after asking for every informer needed.
+    ///
+    /// The scope of `gvr` is unknown here, so the factory's [`namespace`](Self::namespace)
+    /// is passed on as for a namespaced resource (as client-go's dynamic factory does): ask
+    /// for cluster-scoped resources from a factory without a namespace. Whoever asks for a
+    /// resource first decides this; a later [`informer`](Self::informer) call for a
+    /// cluster-scoped kind gets the same informer.
     pub fn informer_for(&self, gvr: &GroupVersionResource) -> Arc<Informer<Filtered<L>>> {
         let mut state = self.state();
         self.slot(&mut state, gvr, true).informer.clone()
@@ -427,6 +433,9 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
 
     /// Starts every informer not started yet on `handle` (client-go `Start`). Informers asked
     /// for later need another call. Does nothing after [`shutdown`](Self::shutdown).
+    ///
+    /// # Panics
+    /// As [`Informer::start`]: when an informer's processing thread cannot be spawned.
     pub fn start(&self, handle: &Handle) {
         let state = self.state();
         if state.shut_down {
@@ -447,7 +456,8 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     }
 
     /// Waits until every started informer has synced, up to `timeout` in all (tokio's clock);
-    /// returns each one's result (client-go `WaitForCacheSync`). No polling.
+    /// returns each one's result (client-go `WaitForCacheSync`). No polling. Under paused
+    /// tokio time see [`Informer::wait_for_cache_sync`] (`# Paused time`).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.

@@ -19,12 +19,14 @@
 //! Lower layers never import higher ones: [`object`] knows nothing of the [`store`], the store
 //! nothing of the [`reflector`].
 
+pub mod client;
 pub mod distributor;
 pub mod factory;
 pub mod fifo;
 pub mod informer;
 pub mod object;
 pub mod reflector;
+pub mod server;
 pub mod sim;
 pub mod store;
 pub mod workqueue;

@@ -1,5 +1,6 @@
 //! The `informer` command line: `flood` runs the whole pipeline against the embedded simulated
-//! API server and verifies it; `decode` prints what is inside Kubernetes bytes.
+//! API server and verifies it; `serve` puts that server on a loopback socket; `watch` runs an
+//! informer against a cluster; `decode` prints what is inside Kubernetes bytes.
 
 use clap::{Parser, Subcommand};
 
@@ -22,6 +23,10 @@ enum Command {
     Decode(cli::decode::DecodeArgs),
     /// Flood the whole pipeline from the embedded API server and verify every view at the end.
     Flood(cli::flood::FloodArgs),
+    /// Serve the embedded API server over HTTP on 127.0.0.1 (for kubectl, kube-rs, client-go).
+    Serve(cli::serve::ServeArgs),
+    /// Run an informer against a cluster (or `informer serve`) and show a live summary.
+    Watch(cli::watch::WatchArgs),
 }
 
 fn main() {
@@ -29,6 +34,8 @@ fn main() {
     let code = match &cli.command {
         Command::Decode(args) => cli::decode::run(args),
         Command::Flood(args) => cli::flood::run(args),
+        Command::Serve(args) => cli::serve::run(args),
+        Command::Watch(args) => cli::watch::run(args),
     };
     std::process::exit(code);
 }

@@ -558,3 +558,179 @@ fn remove_listener_drains_what_was_published_and_releases_its_markers() {
     assert_eq!(stats.delivered, 100);
     assert_eq!(rec.take(), (0..100).collect::<Vec<_>>());
 }
+
+/// Runs `f` on its own thread; fails the test if it has not returned within `secs` (a
+/// deadlock: the stuck thread is left behind, the test reports instead of hanging).
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("deadlock: {what} did not return within {secs} s"))
+}
+
+fn one_update(name: &str, rv: u64) -> Arc<[Notification]> {
+    let o = obj(name, rv);
+    Arc::from(vec![Notification::Update {
+        old: o.clone(),
+        new: o,
+    }])
+}
+
+/// Regression: `stop` used a blocking send, so a `Block` handler removing itself while its
+/// channel was full waited for itself forever (and the publisher with it).
+#[test]
+fn a_full_block_listener_can_remove_itself_from_its_handler() {
+    let d = Arc::new(Distributor::new());
+    let id = Arc::new(std::sync::OnceLock::new());
+    let (h, entered, gate) = gated(Recorder::default());
+    let rec = h.inner.clone();
+    let (d2, id2) = (d.clone(), id.clone());
+    let mut h = h;
+    let l = d
+        .add_listener(
+            "self-remover",
+            OverflowPolicy::Block { capacity: 1 },
+            HandlerFns::new().with_update(move |old, new| {
+                let first = h.entered.is_some();
+                h.on_update(old, new);
+                if first {
+                    d2.remove_listener(*id2.get().unwrap());
+                }
+            }),
+        )
+        .unwrap();
+    id.set(l.id()).unwrap();
+    d.publish(one_update("a", 1));
+    entered.recv().unwrap();
+    d.publish(one_update("a", 2)); // the channel (one batch) is full now
+    drop(gate);
+    // It handles what was queued before its removal, then its thread ends.
+    let l2 = l.clone();
+    within(10, "self-removal", move || {
+        while l2.stats().delivered < 2 {
+            std::thread::yield_now();
+        }
+    });
+    assert_eq!(rec.take(), vec![1, 2]);
+    assert!(d.listener(l.id()).is_none());
+    let d3 = d.clone();
+    within(10, "publish and shutdown", move || {
+        d3.publish(one_update("a", 3));
+        d3.shutdown();
+    });
+    assert_eq!(l.stats().delivered, 2);
+}
+
+/// Regression: removing (or shutting down with) a full `Block` stream that nobody polls — e.g.
+/// from the very task that reads it — waited for room forever. The stream still yields what
+/// was queued before the removal, then ends.
+#[test]
+fn a_full_block_stream_can_be_removed_or_shut_down_without_being_polled() {
+    let d = Arc::new(Distributor::new());
+    let (l, mut stream) = d
+        .add_stream("s", OverflowPolicy::Block { capacity: 1 })
+        .unwrap();
+    d.publish(one_update("a", 1)); // fills it
+    let d2 = d.clone();
+    let stats = within(10, "remove_listener", move || d2.remove_listener(l.id()));
+    assert_eq!(stats.unwrap().published, 1);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        match stream.next().await {
+            Some(Notification::Update { new, .. }) => assert_eq!(rv(&new), 1),
+            other => panic!("expected the queued update, got {other:?}"),
+        }
+        assert!(
+            stream.next().await.is_none(),
+            "the stream ends after removal"
+        );
+    });
+
+    let d = Arc::new(Distributor::new());
+    let (_l, _unpolled) = d
+        .add_stream("s", OverflowPolicy::Block { capacity: 1 })
+        .unwrap();
+    d.publish(one_update("a", 1));
+    // A publisher waiting for room gives up when the distributor shuts down.
+    let d2 = d.clone();
+    let publisher = std::thread::spawn(move || d2.publish(one_update("a", 2)));
+    let d3 = d.clone();
+    within(10, "shutdown", move || d3.shutdown());
+    within(10, "the waiting publisher", move || {
+        publisher.join().unwrap()
+    });
+}
+
+/// Regression: a dropped stream stayed registered and its lag gauge counted every later
+/// publish as pending, forever.
+#[test]
+fn a_dropped_stream_shows_no_phantom_lag() {
+    let d = Distributor::new();
+    for policy in [
+        OverflowPolicy::Unbounded,
+        OverflowPolicy::Block { capacity: 4 },
+        OverflowPolicy::CoalesceByKey,
+    ] {
+        let (l, mut stream) = d.add_stream("s", policy).unwrap();
+        for batch in updates(0, 30, 30, 10) {
+            d.publish(batch);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..5 {
+                stream.next().await.unwrap();
+            }
+        });
+        drop(stream);
+        for batch in updates(30, 30, 30, 10) {
+            d.publish(batch);
+        }
+        let s = l.stats();
+        assert_eq!(s.delivered, 5, "{policy:?}");
+        assert_eq!(s.pending, 0, "{policy:?}: {s:?}");
+        d.remove_listener(l.id());
+    }
+}
+
+/// Regression: coalescing update + delete + re-create gave an update whose `old` was the
+/// deleted state, not the one the listener held.
+#[test]
+fn a_coalesced_recreation_updates_from_the_state_the_listener_holds() {
+    let d = Distributor::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let (h, entered, gate) = gated(HandlerFns::new().with_update(move |old, new| {
+        if new.name() == "k" {
+            s.lock().unwrap().push((rv(old), rv(new)));
+        }
+    }));
+    let l = d
+        .add_listener("c", OverflowPolicy::CoalesceByKey, h)
+        .unwrap();
+    d.publish(one_update("gate", 0));
+    entered.recv().unwrap();
+    // While the listener is blocked: k (which it holds at rv 1) goes to 2, is deleted, and is
+    // created again at 3.
+    d.publish(Arc::from(vec![
+        Notification::Update {
+            old: obj("k", 1),
+            new: obj("k", 2),
+        },
+        Notification::Delete {
+            obj: DeltaObject::Object(obj("k", 2)),
+        },
+        Notification::Add {
+            obj: obj("k", 3),
+            is_in_initial_list: false,
+        },
+    ]));
+    drop(gate);
+    d.flush_listener(l.id());
+    assert_eq!(*seen.lock().unwrap(), vec![(1, 3)]);
+}

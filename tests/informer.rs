@@ -657,3 +657,116 @@ fn label_selectors_parse_as_upstream_and_reject_bad_input() {
     let round: LabelSelector = "app=web,tier in (a,b),!x".parse().unwrap();
     assert_eq!(round.to_string().parse::<LabelSelector>().unwrap(), round);
 }
+
+/// Edge cases of upstream `labels.Parse` (apimachinery `pkg/labels/selector.go`): empty
+/// values, `>`/`<`, and key/value validation.
+#[test]
+fn label_selectors_follow_upstream_edge_cases() {
+    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let matches = |sel: &str, pairs: &[(&str, &str)]| -> bool {
+        sel.parse::<LabelSelector>()
+            .unwrap_or_else(|e| panic!("{sel:?}: {e}"))
+            .matches(&labels(pairs))
+    };
+    // Empty values.
+    assert!(matches("x in ()", &[("x", "")]));
+    assert!(!matches("x in ()", &[("x", "a")]));
+    assert!(matches("x in (a,)", &[("x", "")]));
+    assert!(matches("x in (,a)", &[("x", "a")]));
+    assert!(matches("x=", &[("x", "")]));
+    assert!(!matches("x=", &[]));
+    assert!(matches("x!=,y", &[("x", "a"), ("y", "b")]));
+    // Integer comparisons: only integer values match.
+    assert!(matches("replicas>3", &[("replicas", "5")]));
+    assert!(!matches("replicas>3", &[("replicas", "3")]));
+    assert!(!matches("replicas>3", &[("replicas", "many")]));
+    assert!(!matches("replicas>3", &[]));
+    assert!(matches("replicas<3", &[("replicas", "2")]));
+    assert!(matches("a<10,b>0", &[("a", "9"), ("b", "1")]));
+    // Keywords are operators only in operator position; whitespace as upstream.
+    assert!(matches("in in (in, notin)", &[("in", "notin")]));
+    assert!(matches(
+        "\tapp.kubernetes.io/name =\r\nweb ",
+        &[("app.kubernetes.io/name", "web")]
+    ));
+    assert!(matches("!x", &[]));
+    for bad in [
+        "-a",
+        "a-",
+        "a/b/c",
+        "/a",
+        "a/",
+        "Example.COM/a",
+        "x=-v",
+        "x=a b",
+        "x>abc",
+        "x>",
+        "x>-1",
+        "x in (a b)",
+        "x in a",
+        "x in (a",
+        "!x=y",
+        "x,",
+        ",x",
+        "x,,y",
+        "x=(a)",
+        "x===y",
+        "x notin",
+    ] {
+        assert!(
+            bad.parse::<LabelSelector>().is_err(),
+            "{bad:?} should not parse"
+        );
+    }
+    let name63 = "a".repeat(63);
+    let name64 = "a".repeat(64);
+    assert!(
+        format!("{name63}={name63}")
+            .parse::<LabelSelector>()
+            .is_ok()
+    );
+    assert!(format!("{name64}=a").parse::<LabelSelector>().is_err());
+    assert!(format!("a={name64}").parse::<LabelSelector>().is_err());
+    let prefix253 = [
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(61),
+    ]
+    .join(".");
+    assert_eq!(prefix253.len(), 253);
+    assert!(format!("{prefix253}/x").parse::<LabelSelector>().is_ok());
+    assert!(format!("{prefix253}e/x").parse::<LabelSelector>().is_err());
+    // Display parses back to the same selector.
+    for s in ["x in (a,),y>3,z<0,!w,v", "x in (,a)", "x=", "x notin ()"] {
+        let sel: LabelSelector = s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}"));
+        assert_eq!(
+            sel.to_string().parse::<LabelSelector>().unwrap(),
+            sel,
+            "{s:?}"
+        );
+    }
+    // The error names the offending requirement.
+    match "app=web,tier=-x".parse::<LabelSelector>() {
+        Err(informer::informer::SelectorError::Invalid { requirement, .. }) => {
+            assert_eq!(requirement, "tier=-x");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+proptest::proptest! {
+    /// Any input: an error or a selector whose display parses back to itself; never a panic.
+    #[test]
+    fn label_selector_parse_never_panics_and_round_trips(s in "[a-z0-9.=!<>(), /éA_-]{0,40}") {
+        if let Ok(sel) = s.parse::<LabelSelector>() {
+            let again: LabelSelector = sel.to_string().parse().unwrap();
+            proptest::prop_assert_eq!(again, sel);
+        }
+    }
+}

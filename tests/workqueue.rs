@@ -871,7 +871,7 @@ proptest! {
                 Op::Get if m.shut => prop_assert_eq!(queue.get(), Err(ShutDown)),
                 Op::Get => {
                     m.promote();
-                    // Nothing ready: `get` would block, so it is not called.
+                    // With nothing ready a get would block: skip it.
                     if let Some(k) = m.queue.pop_front() {
                         m.dirty.remove(&k);
                         m.processing.insert(k);

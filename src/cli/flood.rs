@@ -10,25 +10,37 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
+use informer::object::decode_list;
 use informer::object::{Object, ObjectKey, parse_resource_version};
-use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::reflector::{ListOptions, ListerWatcher};
+use informer::server::{ServerConfig, ServerHandle, serve};
+use informer::sim::{FloodMix, SimConfig, SimServer, Truth};
+
+use super::sim_args::{SimFlags, Template, fixtures_dir, load_templates};
 use informer::store::StoreConfig;
 use serde_json::json;
 
-/// Which fixture objects are stamped from.
+/// How the informer reaches the simulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Template {
-    /// `k8s-testdata/HEAD/core.v1.Pod.pb`: every Pod field set (13.5 KB protobuf).
-    HeadPod,
-    /// The real Pod an API server stored in etcd (1.6 KB protobuf).
-    EtcdPod,
-    /// Both protobuf Pods, alternating.
-    ProtobufPods,
-    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path.
-    OpenshiftJson,
+pub(crate) enum Transport {
+    /// `SimServer` as the `ListerWatcher` (no sockets).
+    InProcess,
+    /// `HttpListerWatcher` over a loopback socket to `informer serve` (in this process unless
+    /// `--server` is given).
+    Http,
+}
+
+/// What the HTTP client accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Accept {
+    /// `application/vnd.kubernetes.protobuf, application/json`.
+    Protobuf,
+    /// `application/json`.
+    Json,
 }
 
 /// What a slow or lagging handler does.
@@ -78,6 +90,19 @@ pub(crate) struct FloodArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// How the informer reaches the simulator: method calls in one process, or HTTP over a
+    /// loopback socket (protobuf or JSON per `--accept`).
+    #[arg(long, value_enum, default_value_t = Transport::InProcess)]
+    transport: Transport,
+    /// With `--transport http`: use a running `informer serve` at this URL instead of
+    /// starting one (its objects and template are its own; start it with `--rate 0`).
+    #[arg(long)]
+    server: Option<String>,
+    /// With `--transport http`: what the client accepts.
+    #[arg(long, value_enum, default_value_t = Accept::Protobuf)]
+    accept: Accept,
+    #[command(flatten)]
+    sim: SimFlags,
     /// Do not draw a progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -181,50 +206,209 @@ pub(crate) fn run(args: &FloodArgs) -> i32 {
     }
 }
 
-fn run_inner(args: &FloodArgs) -> Result<bool, String> {
-    let dir = match &args.fixtures {
-        Some(d) => d.clone(),
-        None => default_fixtures_dir().map_err(|e| e.to_string())?,
-    };
-    let templates = match args.template {
-        Template::HeadPod => Templates::head_pod(&dir),
-        Template::EtcdPod => Templates::etcd_pod(&dir),
-        Template::ProtobufPods => Templates::protobuf_pods(&dir),
-        Template::OpenshiftJson => Templates::openshift_json(&dir),
+/// Where the flood's changes are made and its truth read.
+enum Source {
+    /// The simulator in this process.
+    Local(SimServer),
+    /// A running `informer serve`: changes through `POST /informer/v1/flood`, truth from an
+    /// exact list at the store's resourceVersion.
+    Remote(Box<Remote>),
+}
+
+/// A running `informer serve` reached over HTTP.
+struct Remote {
+    client: kube::Client,
+    lw: HttpListerWatcher,
+}
+
+impl Source {
+    async fn resource_version(&self) -> Result<u64, String> {
+        match self {
+            Source::Local(sim) => Ok(sim.resource_version()),
+            Source::Remote(r) => {
+                let v = control(&r.client, http::Method::GET, "/informer/v1/stats").await?;
+                Ok(v["resourceVersion"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0))
+            }
+        }
     }
-    .map_err(|e| e.to_string())?;
+
+    async fn flood(&self, n: u64) -> Result<u64, String> {
+        match self {
+            Source::Local(sim) => sim.flood(n).await.map_err(|e| e.to_string()),
+            Source::Remote(r) => {
+                let path = format!("/informer/v1/flood?events={n}");
+                let v = control(&r.client, http::Method::POST, &path).await?;
+                v["resourceVersion"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| format!("POST {path}: no resourceVersion in {v}"))
+            }
+        }
+    }
+
+    /// The server's objects at `rv` (remote) or now (local).
+    async fn truth(&self, rv: u64) -> Result<Truth, String> {
+        match self {
+            Source::Local(sim) => Ok(sim.truth()),
+            Source::Remote(r) => {
+                let mut opts = ListOptions {
+                    resource_version: Some(rv.to_string()),
+                    resource_version_match: Some("Exact".into()),
+                    limit: Some(500),
+                    ..Default::default()
+                };
+                let mut objects = std::collections::BTreeMap::new();
+                loop {
+                    let page = r.lw.list(&opts).await.map_err(|e| e.to_string())?;
+                    let list = decode_list(page).map_err(|e| e.to_string())?;
+                    for o in list.items {
+                        objects.insert(o.key(), Arc::new(o));
+                    }
+                    if list.continue_token.is_empty() {
+                        break;
+                    }
+                    opts.continue_token = Some(list.continue_token);
+                    opts.resource_version = None;
+                    opts.resource_version_match = None;
+                }
+                Ok(Truth {
+                    resource_version: rv,
+                    objects,
+                })
+            }
+        }
+    }
+}
+
+/// A request to the simulator's control endpoints; the JSON answer.
+async fn control(
+    client: &kube::Client,
+    method: http::Method,
+    path: &str,
+) -> Result<serde_json::Value, String> {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(kube::client::Body::empty())
+        .map_err(|e| e.to_string())?;
+    let resp = client.send(req).await.map_err(|e| format!("{path}: {e}"))?;
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect_bytes()
+        .await
+        .map_err(|e| format!("{path}: {e}"))?;
+    if !status.is_success() {
+        return Err(format!(
+            "{path}: HTTP {status}: {}",
+            String::from_utf8_lossy(&body)
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("{path}: {e}"))
+}
+
+fn run_inner(args: &FloodArgs) -> Result<bool, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let config = InformerConfig {
+        store: StoreConfig::new().shards(args.shards),
+        ..Default::default()
+    };
+    if args.transport == Transport::InProcess && args.server.is_none() {
+        let (sim, _) = build_sim(args)?;
+        let informer = Informer::new(sim.clone(), config);
+        return run_pipeline(args, &runtime, informer, Source::Local(sim), "in-process");
+    }
+    // HTTP: a server in this process on a loopback port, or the one named by --server.
+    let mut handle: Option<ServerHandle> = None;
+    let (url, local) = match &args.server {
+        Some(url) => (url.clone(), None),
+        None => {
+            let (sim, twins) = build_sim(args)?;
+            let mut sc = ServerConfig::default();
+            if let Some(t) = twins {
+                sc = sc.json_twins(t);
+            }
+            let h = runtime
+                .block_on(serve(
+                    sim.clone(),
+                    sc,
+                    "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?,
+                ))
+                .map_err(|e| e.to_string())?;
+            let url = h.url();
+            handle = Some(h);
+            (url, Some(sim))
+        }
+    };
+    let client = runtime
+        .block_on(
+            ClientOptions {
+                server: Some(url.clone()),
+                ..Default::default()
+            }
+            .client(),
+        )
+        .map_err(|e| e.to_string())?;
+    let resource: ApiResource = runtime
+        .block_on(discover(&client, "pods"))
+        .map_err(|e| e.to_string())?
+        .resource
+        .with_protobuf(args.accept == Accept::Protobuf);
+    let lw = HttpListerWatcher::new(client.clone(), resource);
+    let source = match local {
+        Some(sim) => Source::Local(sim),
+        None => Source::Remote(Box::new(Remote {
+            client,
+            lw: lw.clone(),
+        })),
+    };
+    let informer = Informer::new(lw, config);
+    let label = format!("http {} ({:?})", url, args.accept);
+    let ok = run_pipeline(args, &runtime, informer, source, &label);
+    if let Some(h) = handle {
+        runtime.block_on(h.shutdown());
+    }
+    ok
+}
+
+/// The simulator of an in-process flood, and the JSON twins of its templates.
+fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), String> {
+    let dir = fixtures_dir(args.fixtures.as_ref())?;
+    let (templates, twins) = load_templates(args.template, &dir)?;
     let rest = 100 - args.update_percent;
     let objects = args.objects as usize;
-    let handlers = args.handlers as usize;
     let mix = FloodMix {
         target_objects: objects,
         create: rest.div_ceil(2),
         update: args.update_percent,
         delete: rest / 2,
     };
-    let sim = SimServer::new(
-        SimConfig::new(templates)
-            .seed(args.seed)
-            .mix(mix)
-            .initial_objects(objects)
-            .history_window(10_000)
-            .flow_control(true),
-    )
-    .map_err(|e| e.to_string())?;
+    let base = SimConfig::new(templates)
+        .seed(args.seed)
+        .mix(mix)
+        .initial_objects(objects)
+        .history_window(10_000)
+        .flow_control(true);
+    let sim = SimServer::new(args.sim.apply(base)).map_err(|e| e.to_string())?;
+    args.sim.arm(&sim);
+    Ok((sim, twins))
+}
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-
-    let informer = Informer::new(
-        sim.clone(),
-        InformerConfig {
-            store: StoreConfig::new().shards(args.shards),
-            ..Default::default()
-        },
-    );
+fn run_pipeline<L: ListerWatcher>(
+    args: &FloodArgs,
+    runtime: &tokio::runtime::Runtime,
+    informer: Informer<L>,
+    source: Source,
+    transport: &str,
+) -> Result<bool, String> {
+    let handlers = args.handlers as usize;
     let step_len = STEP.max(args.events.div_ceil(1_000_000));
     let steps = args.events.div_ceil(step_len) as usize + 1;
     let clock = Arc::new(Clock {
@@ -281,14 +465,14 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
 
     // The flood: a step at a time, recording when each step's changes exist on the server.
     let flood_start = Instant::now();
-    let first_rv = sim.resource_version() + 1;
+    let first_rv = runtime.block_on(source.resource_version())? + 1;
     clock.first_rv.store(first_rv, Ordering::Release);
     let mut made = 0u64;
     let mut step = 0usize;
     runtime.block_on(async {
         while made < args.events {
             let n = step_len.min(args.events - made);
-            sim.flood(n).await.map_err(|e| e.to_string())?;
+            source.flood(n).await?;
             clock.step_done_ns[step]
                 .store(clock.start.elapsed().as_nanos() as u64, Ordering::Release);
             step += 1;
@@ -303,23 +487,23 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     let generated = flood_start.elapsed();
 
     // Wait until the store reflects the server's last change and every handler caught up.
-    let truth = sim.truth();
+    let target = runtime.block_on(source.resource_version())?;
     let store = informer.store();
-    let caught_up = store.wait_for_blocking(truth.resource_version, Duration::from_secs(120));
+    let caught_up = store.wait_for_blocking(target, Duration::from_secs(120));
     informer.flush();
     let elapsed = flood_start.elapsed();
     bar.finish_and_clear();
 
-    // Verification against the truth.
+    // Verification against the truth (at the store's version: the server may have moved on).
     let mut problems = Vec::new();
     if caught_up.is_err() {
         problems.push(format!(
-            "store stuck at resourceVersion {} (server at {})",
+            "store stuck at resourceVersion {} (server at {target})",
             store.resource_version(),
-            truth.resource_version
         ));
     }
     let snapshot = store.snapshot();
+    let truth = runtime.block_on(source.truth(snapshot.resource_version().max(target)))?;
     let in_store: std::collections::BTreeMap<ObjectKey, (String, String)> = snapshot
         .iter()
         .map(|(k, o)| {
@@ -367,6 +551,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     if args.json {
         let report = json!({
             "template": format!("{:?}", args.template),
+            "transport": transport,
             "objects": truth.objects.len(),
             "events": args.events,
             "handlers": args.handlers,
@@ -399,6 +584,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             args.handlers,
             args.policy
         );
+        println!("  transport:          {transport}");
         println!("  initial list:       {:.2} s", list_done.as_secs_f64());
         println!(
             "  throughput:         {:.0} events/s, {:.1} MB/s of watch stream ({:.2} s)",

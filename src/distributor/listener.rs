@@ -5,13 +5,13 @@
 use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::Instant;
 
-use crossbeam::channel::{Receiver, Sender, TrySendError, bounded, unbounded};
+use crossbeam::channel::{Receiver, Sender, TrySendError, bounded, select, unbounded};
 
 use super::Notification;
 use super::coalesce::CoalesceQueue;
@@ -37,8 +37,11 @@ pub enum OverflowPolicy {
     /// Keep at most one pending notification per key, merged (add + update = add of the new
     /// state, update + update = update from the oldest to the newest, add + delete = nothing,
     /// delete + add = update): a lagging level-triggered controller sees every key's final
-    /// state without an unbounded backlog. Per key, order is kept; across keys, notifications
-    /// are delivered in the order of each key's first pending notification.
+    /// state without an unbounded backlog. A merged update's `old` is always the state the
+    /// listener last saw (also across a delete and re-creation). Per key, order is kept;
+    /// across keys, notifications are delivered in the order of each key's first pending
+    /// notification. Memory is bounded by the number of keys pending, also when keys come
+    /// and go while the listener is behind.
     CoalesceByKey,
 }
 
@@ -64,6 +67,11 @@ struct Shared {
     name: String,
     policy: OverflowPolicy,
     metrics: Metrics,
+    /// Set by a stop that found a `Block` channel full (it never waits for room: the caller
+    /// may be the listener's own handler, or the task that should poll its stream). The
+    /// consumer stops once it finds the channel empty with this set. `SeqCst` with the
+    /// channel operations around it (see [`Entry::stop`]).
+    stop_requested: AtomicBool,
 }
 
 impl Listener {
@@ -89,6 +97,11 @@ impl Listener {
 
     pub(crate) fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// A stop was requested while the listener's channel was full: stop once it is empty.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.shared.stop_requested.load(Ordering::SeqCst)
     }
 }
 
@@ -174,6 +187,7 @@ fn new_listener(id: ListenerId, name: String, policy: OverflowPolicy) -> Listene
             name,
             policy,
             metrics: Metrics::default(),
+            stop_requested: AtomicBool::new(false),
         }),
     }
 }
@@ -259,38 +273,47 @@ impl Entry {
     /// Counts `batch` and queues it without waiting; `false` when a
     /// [`OverflowPolicy::Block`] channel is full (then call [`Entry::send_blocking`]).
     pub(crate) fn offer(&self, batch: &Arc<[Notification]>) -> bool {
-        self.listener.metrics().published(batch.len() as u64);
-        let queued = match &self.feed {
+        let metrics = self.listener.metrics();
+        let n = batch.len() as u64;
+        metrics.published(n);
+        // (queued or gone, accepted by a live consumer)
+        let (done, accepted) = match &self.feed {
             Feed::Channel(tx) => match tx.try_send(Msg::Batch(batch.clone())) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => true,
-                Err(TrySendError::Full(_)) => false,
+                Ok(()) => (true, true),
+                Err(TrySendError::Disconnected(_)) => (true, false),
+                Err(TrySendError::Full(_)) => (false, true),
             },
-            Feed::Coalesce(q) => {
-                q.push(batch, self.listener.metrics());
-                true
-            }
+            Feed::Coalesce(q) => (true, q.push(batch, metrics)),
         };
-        if queued {
+        if !accepted {
+            // Its consumer is gone (a stopped listener, a dropped stream): do not let the lag
+            // gauge count what nobody will ever take.
+            metrics.unpublished(n);
+        }
+        if done {
             self.wake();
         }
-        queued
+        done
     }
 
-    /// Queues `batch` (already counted by [`Entry::offer`]), waiting for room.
-    pub(crate) fn send_blocking(&self, batch: &Arc<[Notification]>) {
+    /// Queues `batch` (already counted by [`Entry::offer`]), waiting for room, or until
+    /// `abort` disconnects (the distributor shuts down: the batch is dropped).
+    pub(crate) fn send_blocking(&self, batch: &Arc<[Notification]>, abort: &Receiver<()>) {
         match &self.feed {
             // A disconnected channel means the listener stopped: nothing to deliver to.
-            Feed::Channel(tx) => drop(tx.send(Msg::Batch(batch.clone()))),
-            Feed::Coalesce(q) => q.push(batch, self.listener.metrics()),
+            Feed::Channel(tx) => send_or_abort(tx, Msg::Batch(batch.clone()), abort),
+            Feed::Coalesce(q) => {
+                q.push(batch, self.listener.metrics());
+            }
         }
         self.wake();
     }
 
     /// Counts and queues `batch` followed by a marker reached once it is handled; waits for
     /// room only when a `Block` channel is full.
-    pub(crate) fn send_marked(&self, batch: Arc<[Notification]>) -> Marker {
+    pub(crate) fn send_marked(&self, batch: Arc<[Notification]>, abort: &Receiver<()>) -> Marker {
         if batch.is_empty() {
-            return self.marker();
+            return self.marker(abort);
         }
         self.listener.metrics().published(batch.len() as u64);
         let marker = Marker::new();
@@ -298,7 +321,7 @@ impl Entry {
         match &self.feed {
             Feed::Channel(tx) => match tx.try_send(Msg::BatchThen(batch, msg)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(m)) => drop(tx.send(m)),
+                Err(TrySendError::Full(m)) => send_or_abort(tx, m, abort),
             },
             Feed::Coalesce(q) => {
                 q.push(&batch, self.listener.metrics());
@@ -309,22 +332,37 @@ impl Entry {
         marker
     }
 
-    pub(crate) fn marker(&self) -> Marker {
+    /// A marker behind everything queued so far; waits for room in a full `Block` channel
+    /// unless `abort` disconnects (then, as on a stopped listener, it is reached at once).
+    pub(crate) fn marker(&self, abort: &Receiver<()>) -> Marker {
         let marker = Marker::new();
         let msg = ReachOnDrop(marker.clone());
         match &self.feed {
             // On failure the message is dropped, which reaches the marker.
-            Feed::Channel(tx) => drop(tx.send(Msg::Marker(msg))),
+            Feed::Channel(tx) => send_or_abort(tx, Msg::Marker(msg), abort),
             Feed::Coalesce(q) => q.push_marker(msg),
         }
         self.wake();
         marker
     }
 
-    /// Asks the consumer to stop once it has handled everything queued before.
+    /// Asks the consumer to stop once it has handled everything queued before. Never waits:
+    /// the caller may be this listener's own handler, or the task that polls its stream.
     pub(crate) fn stop(&self) {
         match &self.feed {
-            Feed::Channel(tx) => drop(tx.send(Msg::Stop)),
+            Feed::Channel(tx) => {
+                // A full `Block` channel: flag first, then try again. If the retry fails too,
+                // the channel was still full after the flag was set, so the consumer has
+                // messages to take and sees the flag when it finds the channel empty; if the
+                // consumer emptied it in between, the retry gets the stop in.
+                if let Err(TrySendError::Full(_)) = tx.try_send(Msg::Stop) {
+                    self.listener
+                        .shared
+                        .stop_requested
+                        .store(true, Ordering::SeqCst);
+                    let _ = tx.try_send(Msg::Stop);
+                }
+            }
             Feed::Coalesce(q) => q.stop(),
         }
         self.wake();
@@ -348,6 +386,15 @@ impl Entry {
     }
 }
 
+/// Sends `msg`, waiting for room unless `abort` disconnects first; a message that cannot be
+/// sent is dropped (which reaches a marker it carries).
+fn send_or_abort(tx: &Sender<Msg>, msg: Msg, abort: &Receiver<()>) {
+    select! {
+        send(tx, msg) -> _ => {}
+        recv(abort) -> _ => {}
+    }
+}
+
 fn run_channel<H: EventHandler>(mut handler: H, listener: &Listener, rx: &Receiver<Msg>) {
     while let Ok(msg) = rx.recv() {
         match msg {
@@ -358,6 +405,9 @@ fn run_channel<H: EventHandler>(mut handler: H, listener: &Listener, rx: &Receiv
             }
             Msg::Marker(marker) => drop(marker),
             Msg::Stop => break,
+        }
+        if listener.stop_requested() && rx.is_empty() {
+            break;
         }
     }
     // Release markers queued behind the stop; later ones fail to send and release themselves.

@@ -30,6 +30,11 @@ impl Metrics {
             .fetch_max(published.saturating_sub(processed), Ordering::Relaxed);
     }
 
+    /// Takes back `n` counted by [`Metrics::published`] that no consumer will ever take.
+    pub(crate) fn unpublished(&self, n: u64) {
+        self.published.fetch_sub(n, Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> ListenerStats {
         // Read the consumer's counters first so that `pending` never underflows.
         let delivered = self.delivered.load(Ordering::Relaxed);
@@ -56,7 +61,8 @@ impl Metrics {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ListenerStats {
-    /// Notifications published to this listener.
+    /// Notifications published to this listener, less those discarded because its consumer
+    /// was gone (a dropped stream, a stopped listener).
     pub published: u64,
     /// Notifications handed to its handler, panicking calls included.
     pub delivered: u64,

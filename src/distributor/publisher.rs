@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arc_swap::ArcSwap;
+use crossbeam::channel::{Receiver, Sender, bounded};
 use smallvec::SmallVec;
 
 use super::Notification;
@@ -24,11 +25,16 @@ pub struct Distributor {
     listeners: ArcSwap<Vec<Arc<Entry>>>,
     /// Serializes changes to `listeners`.
     registry: Mutex<Registry>,
+    /// Disconnects when the distributor shuts down: waits for room in a full `Block` channel
+    /// select on it, so a shutdown never waits for a stream nobody polls.
+    abort: Receiver<()>,
 }
 
 struct Registry {
     next_id: u64,
     shut_down: bool,
+    /// Dropped by `shutdown`, which disconnects `Distributor::abort`.
+    abort: Option<Sender<()>>,
 }
 
 /// A listener whose `Block` channel was full, and the batch still to hand it.
@@ -43,12 +49,15 @@ impl Default for Distributor {
 impl Distributor {
     /// A distributor without listeners.
     pub fn new() -> Self {
+        let (abort_tx, abort) = bounded(0);
         Distributor {
             listeners: ArcSwap::from_pointee(Vec::new()),
             registry: Mutex::new(Registry {
                 next_id: 0,
                 shut_down: false,
+                abort: Some(abort_tx),
             }),
+            abort,
         }
     }
 
@@ -112,8 +121,11 @@ impl Distributor {
     }
 
     /// Removes a listener: it handles what was published to it before, then its thread ends;
-    /// this call waits for that (unless called from that listener's own handler). Returns its
-    /// final counters, `None` for an unknown id.
+    /// this call waits for that (unless called from that listener's own handler). It never
+    /// waits for room in the listener's channel, so a full [`OverflowPolicy::Block`] listener
+    /// can remove itself from its handler, and the task that reads a stream can remove it
+    /// without polling it first (the stream ends after what was queued). Returns its final
+    /// counters, `None` for an unknown id.
     pub fn remove_listener(&self, id: ListenerId) -> Option<ListenerStats> {
         let entry = {
             let _reg = self.registry();
@@ -191,19 +203,21 @@ impl Distributor {
         }
         drop(guard);
         for (entry, batch) in full {
-            entry.send_blocking(batch);
+            entry.send_blocking(batch, &self.abort);
         }
     }
 
     /// Publishes `batch` to one listener only, e.g. the current state as adds with
-    /// `is_in_initial_list = true` for a listener added late. Returns `false` for an unknown id.
+    /// `is_in_initial_list = true` for a listener added late. Waits for room at a full
+    /// [`OverflowPolicy::Block`] listener (until [`shutdown`](Self::shutdown)). Returns
+    /// `false` for an unknown id.
     pub fn publish_to(&self, id: ListenerId, batch: impl Into<Arc<[Notification]>>) -> bool {
         let Some(entry) = self.entry(id) else {
             return false;
         };
         let batch = batch.into();
         if !batch.is_empty() && !entry.offer(&batch) {
-            entry.send_blocking(&batch);
+            entry.send_blocking(&batch, &self.abort);
         }
         true
     }
@@ -217,20 +231,22 @@ impl Distributor {
         id: ListenerId,
         batch: impl Into<Arc<[Notification]>>,
     ) -> Option<Marker> {
-        Some(self.entry(id)?.send_marked(batch.into()))
+        Some(self.entry(id)?.send_marked(batch.into(), &self.abort))
     }
 
     /// Places a [`Marker`] in one listener's stream: it is reached once the listener has
-    /// handled everything published to it before this call. `None` for an unknown id.
+    /// handled everything published to it before this call. Waits for room at a full
+    /// [`OverflowPolicy::Block`] listener (a shutdown meanwhile reaches the marker at once).
+    /// `None` for an unknown id.
     pub fn marker(&self, id: ListenerId) -> Option<Marker> {
-        Some(self.entry(id)?.marker())
+        Some(self.entry(id)?.marker(&self.abort))
     }
 
     /// Waits until every listener has handled everything published before this call.
     /// Must not be called from a handler (it would wait for itself).
     pub fn flush(&self) {
         let listeners = self.listeners.load_full();
-        let markers: Vec<Marker> = listeners.iter().map(|e| e.marker()).collect();
+        let markers: Vec<Marker> = listeners.iter().map(|e| e.marker(&self.abort)).collect();
         for m in markers {
             m.wait();
         }
@@ -261,12 +277,15 @@ impl Distributor {
         self.entry(id).map(|e| e.listener.clone())
     }
 
-    /// Stops every listener after it has handled what was published to it, and waits for
-    /// their threads. Later `add_listener` calls fail; later publishes go nowhere.
+    /// Stops every listener after it has handled what was queued for it, and waits for
+    /// their threads. Later `add_listener` calls fail; later publishes go nowhere. A publish
+    /// (or marker) waiting for room at a full [`OverflowPolicy::Block`] listener gives up and
+    /// drops its batch, so a stream nobody polls cannot hold the shutdown.
     pub fn shutdown(&self) {
         let entries = {
             let mut reg = self.registry();
             reg.shut_down = true;
+            drop(reg.abort.take()); // as `abort_waits`
             self.listeners.swap(Arc::new(Vec::new()))
         };
         for e in entries.iter() {
@@ -275,6 +294,14 @@ impl Distributor {
         for e in entries.iter() {
             e.join();
         }
+    }
+
+    /// Makes every wait for room at a full [`OverflowPolicy::Block`] listener give up (its
+    /// batch or marker is dropped), now and later: the first step of
+    /// [`shutdown`](Self::shutdown), taken early by an owner that must stop its publishing
+    /// thread first.
+    pub(crate) fn abort_waits(&self) {
+        drop(self.registry().abort.take());
     }
 
     fn entry(&self, id: ListenerId) -> Option<Arc<Entry>> {

@@ -159,6 +159,9 @@ impl Stream for NotificationStream {
                     let waker = this.waker.clone();
                     let mut slot = waker.lock();
                     match this.try_source() {
+                        // Removed while its channel was full: everything queued before the
+                        // removal has been yielded.
+                        Next::Empty if this.listener.stop_requested() => Next::Ended,
                         Next::Empty => {
                             *slot = Some(cx.waker().clone());
                             return Poll::Pending;
@@ -184,13 +187,29 @@ impl Stream for NotificationStream {
 
 impl Drop for NotificationStream {
     fn drop(&mut self) {
-        // A coalescing queue would keep merging for nobody: stop it (a channel disconnects on
-        // its own when the receiver goes).
-        if let Source::Coalesce { queue, .. } = &self.source {
-            queue.stop();
-            // Releases the markers it held.
-            drop(queue.take());
+        // What was published to this stream and will never be yielded: taken back from the
+        // lag gauge (later publishes find the feed gone and are not counted).
+        let mut gone = self.coalesced.len();
+        if let Some((batch, i)) = &self.current {
+            gone += batch.len().saturating_sub(*i);
         }
+        match &self.source {
+            // A coalescing queue would keep merging for nobody: stop it (a channel disconnects
+            // on its own when the receiver goes).
+            Source::Coalesce { queue, .. } => {
+                queue.stop();
+                // Releases the markers it held.
+                gone += queue.take().items.len();
+            }
+            Source::Channel(rx) => {
+                while let Ok(msg) = rx.try_recv() {
+                    if let Msg::Batch(b) | Msg::BatchThen(b, _) = msg {
+                        gone += b.len();
+                    }
+                }
+            }
+        }
+        self.listener.metrics().unpublished(gone as u64);
     }
 }
 

@@ -7,9 +7,10 @@
 //! - Handlers are [`EventHandler`]s (a trait, or closures through
 //!   [`HandlerFns`](crate::distributor::HandlerFns)) each on its own thread, or
 //!   [`NotificationStream`]s read by a task ([`Informer::add_stream`]), each with its own
-//!   [`OverflowPolicy`] and resync period ([`HandlerOptions`]), registered before or after
-//!   start. A handler registered after start first receives every cached object as an add
-//!   with `is_in_initial_list = true`, then live events, none missed or doubled.
+//!   [`OverflowPolicy`](crate::distributor::OverflowPolicy) and resync period
+//!   ([`HandlerOptions`]), registered before or after start. A handler registered after
+//!   start first receives every cached object as an add with `is_in_initial_list = true`,
+//!   then live events, none missed or doubled.
 //! - [`Registration::has_synced`] turns true once the informer has synced *and* that handler
 //!   has handled its initial adds (client-go `ResourceEventHandlerRegistration.HasSynced`).
 //! - Resync (see `resync.rs`): each handler's period (≥ 1 s, 0 = never); sync updates go only
@@ -102,6 +103,11 @@ impl Registration {
 
     /// Waits until [`has_synced`](Self::has_synced), up to `timeout` (tokio's clock); `false`
     /// on timeout or when the informer stopped first. No polling: wakes on the sync itself.
+    ///
+    /// # Paused time
+    /// As [`Informer::wait_for_cache_sync`]: handlers and the processing thread are not tokio
+    /// tasks, so under paused time this may time out early in virtual time; use
+    /// [`wait_for_sync_blocking`](Self::wait_for_sync_blocking) inside `spawn_blocking`.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
@@ -200,7 +206,8 @@ impl<L: ListerWatcher> std::fmt::Debug for Informer<L> {
 }
 
 impl<L: ListerWatcher> Informer<L> {
-    /// An informer over `lw`. Nothing runs until [`Informer::start`].
+    /// An informer over `lw` (client-go `NewSharedIndexInformer`). Nothing runs until
+    /// [`Informer::start`].
     pub fn new(lw: L, config: InformerConfig) -> Self {
         let (reader, writer) = store(config.store);
         // The transform is looked up per object so that `set_transform` can still choose it
@@ -463,7 +470,8 @@ impl<L: ListerWatcher> Informer<L> {
 
     /// Removes a handler (client-go `RemoveEventHandler`): it finishes what was published to
     /// it, then stops (a stream ends). Waits for a thread handler to finish, unless called
-    /// from that handler.
+    /// from that handler. Never waits for room in the handler's channel: a full `Block`
+    /// handler may remove itself, and a stream's reader may remove it without polling it.
     pub fn remove_event_handler(&self, registration: &Registration) {
         let id = registration.listener.id();
         self.shared.resync.remove(id);
@@ -471,11 +479,17 @@ impl<L: ListerWatcher> Informer<L> {
     }
 
     /// Starts the reflector and the resync schedule on `handle` and the processing thread. A
-    /// second call does nothing.
+    /// second call, or a call after [`shutdown`](Self::shutdown), does nothing.
     ///
     /// # Panics
     /// When the processing thread cannot be spawned.
     pub fn start(&self, handle: &tokio::runtime::Handle) {
+        // Held until the tasks are recorded: `shutdown` closes the queue under it, so a start
+        // either completes before a shutdown (which then stops what it started) or sees it.
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.shared.fifo.is_closed() {
+            return;
+        }
         {
             let mut pending = self
                 .transform
@@ -508,7 +522,6 @@ impl<L: ListerWatcher> Informer<L> {
             .name("informer-process".into())
             .spawn(move || process::process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
-        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         tasks.push(Task::Async(reflector_task));
         tasks.push(Task::Async(resync_task));
         tasks.push(Task::Thread(thread));
@@ -517,6 +530,14 @@ impl<L: ListerWatcher> Informer<L> {
     /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`),
     /// on tokio's clock. Returns whether it synced (`false` on timeout or shutdown). No
     /// polling: the processing thread wakes it when the first list has been published.
+    ///
+    /// # Paused time
+    /// The processing thread is not a tokio task: under paused tokio time (tests), a runtime
+    /// with nothing else to do auto-advances to the timeout while that thread is still
+    /// applying the list, and this returns `false` early. There, wait with
+    /// [`wait_for_cache_sync_blocking`](Self::wait_for_cache_sync_blocking) inside
+    /// `spawn_blocking` (tokio does not auto-advance while a blocking task runs), or poll
+    /// [`has_synced`](Self::has_synced) between `yield_now`s.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
@@ -533,12 +554,21 @@ impl<L: ListerWatcher> Informer<L> {
     }
 
     /// Stops the reflector, the resync task and the processing thread, lets every handler
-    /// finish what was published to it, and waits for the threads (streams end once read to
-    /// the end). Sync waiters return `false` if the informer had not synced.
+    /// finish what was queued for it, and waits for the threads (streams end once read to
+    /// the end). A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
+    /// is dropped: a stream nobody polls any more cannot hold the shutdown. Sync waiters
+    /// return `false` if the informer had not synced.
+    ///
+    /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
     pub fn shutdown(&self) {
-        self.shared.fifo.close();
-        let tasks: Vec<Task> =
-            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        let tasks: Vec<Task> = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+            self.shared.fifo.close();
+            std::mem::take(&mut *tasks)
+        };
+        // Before joining the processing thread: it may be waiting for room at a Block stream
+        // that the caller itself would have to poll.
+        self.shared.distributor.abort_waits();
         for t in tasks {
             match t {
                 Task::Async(h) => h.abort(),

@@ -49,7 +49,10 @@ pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
 /// registration still waiting a marker behind those notifications in its listener's stream,
 /// then releases `wait_for_cache_sync` callers.
 fn check_synced(shared: &Shared) {
-    if shared.synced.load(Ordering::Acquire) || !shared.fifo.has_synced() {
+    // Closed: shutting down. What is still queued gets applied, but its notifications may be
+    // dropped at full `Block` listeners, so an informer that had not synced never reports it.
+    if shared.synced.load(Ordering::Acquire) || !shared.fifo.has_synced() || shared.fifo.is_closed()
+    {
         return;
     }
     let waiting = {

@@ -178,19 +178,33 @@ impl ApiStatus {
 
     /// Encodes as a JSON document.
     pub fn encode_json(&self) -> Bytes {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": self.status,
             "message": self.message,
             "reason": self.reason,
-            "details": {
-                "causes": self.cause_reasons.iter().map(|r| serde_json::json!({"reason": r})).collect::<Vec<_>>(),
-                "retryAfterSeconds": self.retry_after_seconds,
-            },
             "code": self.code,
         });
+        // As the API server writes it: `details` only when there is something in it, and no
+        // nulls (clients such as kube-rs reject `"retryAfterSeconds": null`).
+        let mut details = serde_json::Map::new();
+        if !self.cause_reasons.is_empty() {
+            details.insert(
+                "causes".into(),
+                self.cause_reasons
+                    .iter()
+                    .map(|r| serde_json::json!({"reason": r}))
+                    .collect(),
+            );
+        }
+        if let Some(s) = self.retry_after_seconds {
+            details.insert("retryAfterSeconds".into(), s.into());
+        }
+        if !details.is_empty() {
+            doc["details"] = details.into();
+        }
         Bytes::from(doc.to_string())
     }
 }

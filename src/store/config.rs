@@ -67,6 +67,16 @@ impl StoreConfig {
         self
     }
 
+    /// Removes every index, the built-in [`NAMESPACE_INDEX`] included: a store without
+    /// indexes (then `by_index` answers [`StoreError::UnknownIndex`](super::StoreError) for
+    /// every name). Indexes added after this call, or later with
+    /// [`Writer::add_indexers`](super::Writer::add_indexers), are kept.
+    #[must_use]
+    pub fn without_indexers(mut self) -> Self {
+        self.indexers.clear();
+        self
+    }
+
     /// The configured shard count.
     pub fn shard_count(&self) -> usize {
         self.shards

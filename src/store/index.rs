@@ -1,9 +1,9 @@
 //! Index functions and the key sets behind each index value (client-go `tools/cache/index.go`).
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use imbl::OrdSet;
 use smallvec::{SmallVec, smallvec};
 
 use crate::object::{Object, ObjectKey};
@@ -75,53 +75,120 @@ impl IndexError {
     }
 }
 
+/// The provided index functions, built once: the store recognises them (by pointer) and skips
+/// calling them when an update leaves their input unchanged (see [`Builtin`]).
+struct Builtins {
+    namespace: IndexFunc,
+    labels: IndexFunc,
+    owner_uid: IndexFunc,
+    uid: IndexFunc,
+}
+
+fn builtins() -> &'static Builtins {
+    static B: OnceLock<Builtins> = OnceLock::new();
+    B.get_or_init(|| Builtins {
+        namespace: index_func(|obj| Ok(smallvec![obj.namespace().to_owned()])),
+        labels: index_func(|obj| {
+            Ok(obj
+                .meta()
+                .labels
+                .iter()
+                .map(|(k, v)| {
+                    let mut s = String::with_capacity(k.len() + 1 + v.len());
+                    s.push_str(k);
+                    s.push('=');
+                    s.push_str(v);
+                    s
+                })
+                .collect())
+        }),
+        owner_uid: index_func(|obj| {
+            Ok(obj
+                .meta()
+                .owner_references
+                .iter()
+                .map(|o| o.uid.clone())
+                .collect())
+        }),
+        uid: index_func(|obj| {
+            Ok(if obj.uid().is_empty() {
+                SmallVec::new()
+            } else {
+                smallvec![obj.uid().to_owned()]
+            })
+        }),
+    })
+}
+
 /// The namespace index (client-go `MetaNamespaceIndexFunc`): one value, the object's
 /// namespace (`""` for cluster-scoped objects). Built into every store as [`NAMESPACE_INDEX`].
 pub fn namespace_index_func() -> IndexFunc {
-    index_func(|obj| Ok(smallvec![obj.namespace().to_owned()]))
+    builtins().namespace.clone()
 }
 
 /// Indexes by label: one value `key=value` per label of the object. Query objects with label
 /// `app=web` with `by_index(LABELS_INDEX, "app=web")`.
 pub fn labels_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(obj
-            .meta()
-            .labels
-            .iter()
-            .map(|(k, v)| {
-                let mut s = String::with_capacity(k.len() + 1 + v.len());
-                s.push_str(k);
-                s.push('=');
-                s.push_str(v);
-                s
-            })
-            .collect())
-    })
+    builtins().labels.clone()
 }
 
 /// Indexes by owner: one value per `metadata.ownerReferences[].uid` (how controllers find the
 /// objects they own, e.g. a ReplicaSet its Pods).
 pub fn owner_uid_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(obj
-            .meta()
-            .owner_references
-            .iter()
-            .map(|o| o.uid.clone())
-            .collect())
-    })
+    builtins().owner_uid.clone()
 }
 
 /// Indexes by the object's own `metadata.uid` (no value when the UID is empty).
 pub fn uid_index_func() -> IndexFunc {
-    index_func(|obj| {
-        Ok(if obj.uid().is_empty() {
-            SmallVec::new()
+    builtins().uid.clone()
+}
+
+/// Which provided index function an index uses, if any. The store never needs to call a
+/// provided function to learn that an update leaves its values alone (it compares the inputs),
+/// and provided functions never fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    Namespace,
+    Labels,
+    OwnerUid,
+    Uid,
+    /// A caller's function: called on the old and the new object, may fail.
+    Custom,
+}
+
+impl Builtin {
+    fn of(func: &IndexFunc) -> Builtin {
+        let b = builtins();
+        if Arc::ptr_eq(func, &b.namespace) {
+            Builtin::Namespace
+        } else if Arc::ptr_eq(func, &b.labels) {
+            Builtin::Labels
+        } else if Arc::ptr_eq(func, &b.owner_uid) {
+            Builtin::OwnerUid
+        } else if Arc::ptr_eq(func, &b.uid) {
+            Builtin::Uid
         } else {
-            smallvec![obj.uid().to_owned()]
-        })
-    })
+            Builtin::Custom
+        }
+    }
+
+    /// Whether the function is known to give `old` and `new`, stored under the same key, the
+    /// same values.
+    pub(crate) fn same_values(self, old: &Object, new: &Object) -> bool {
+        match self {
+            // Same key text `namespace/name` (or `name`) and same namespace length: the
+            // namespaces are the same prefix of that text, without reading either.
+            Builtin::Namespace => old.namespace().len() == new.namespace().len(),
+            Builtin::Labels => old.meta().labels == new.meta().labels,
+            Builtin::OwnerUid => old.meta().owner_references.iter().map(|o| &o.uid).eq(new
+                .meta()
+                .owner_references
+                .iter()
+                .map(|o| &o.uid)),
+            Builtin::Uid => old.uid() == new.uid(),
+            Builtin::Custom => false,
+        }
+    }
 }
 
 /// Sorts and deduplicates index values, so that old and new values can be merged in one pass.
@@ -138,6 +205,17 @@ pub(crate) fn normalize(mut values: IndexValues) -> IndexValues {
 pub(crate) struct IndexDef {
     pub(crate) name: Arc<str>,
     pub(crate) func: IndexFunc,
+    pub(crate) builtin: Builtin,
+}
+
+impl IndexDef {
+    pub(crate) fn new(name: impl Into<Arc<str>>, func: IndexFunc) -> Self {
+        IndexDef {
+            name: name.into(),
+            builtin: Builtin::of(&func),
+            func,
+        }
+    }
 }
 
 impl fmt::Debug for IndexDef {
@@ -148,25 +226,28 @@ impl fmt::Debug for IndexDef {
     }
 }
 
-/// Sets above this many keys move to a persistent B-tree.
-const FEW_MAX: usize = 16;
-/// B-tree sets at or below this many keys move back to a sorted slice (hysteresis, so that a
+/// Sets above this many keys move to a B-tree.
+const FEW_MAX: usize = 32;
+/// B-tree sets at or below this many keys move back to a sorted vector (hysteresis, so that a
 /// set oscillating around one size does not convert on every write).
-const FEW_MIN: usize = 8;
+const FEW_MIN: usize = 16;
 
 /// The keys of the objects indexed under one value, sorted. Never empty: the value is removed
 /// from its index when its last key goes.
 ///
 /// Three shapes, because most index values hold one key (UID, owner) or a few (a small
-/// namespace), and a persistent B-tree node costs hundreds of bytes:
+/// namespace), and a B-tree node costs hundreds of bytes:
 /// - `One`: a single key, no allocation beyond the key itself;
-/// - `Few`: a sorted shared slice (copied on write: at most [`FEW_MAX`] keys);
-/// - `Many`: a persistent ordered set, O(log n) per insert/remove with structural sharing.
+/// - `Few`: a sorted vector of at most [`FEW_MAX`] keys (insertion moves at most that many);
+/// - `Many`: a B-tree set, O(log n) per insert/remove.
+///
+/// Keys are shared `Arc<str>`s: an index entry costs a pointer and a length, never a copy of the
+/// key's text.
 #[derive(Clone, Debug)]
 pub(crate) enum KeySet {
     One(ObjectKey),
-    Few(Arc<[ObjectKey]>),
-    Many(OrdSet<ObjectKey>),
+    Few(Vec<ObjectKey>),
+    Many(BTreeSet<ObjectKey>),
 }
 
 impl KeySet {
@@ -175,31 +256,25 @@ impl KeySet {
         match self {
             KeySet::One(k) => match (*k).cmp(key) {
                 std::cmp::Ordering::Equal => {}
-                std::cmp::Ordering::Less => {
-                    *self = KeySet::Few(Arc::from([k.clone(), key.clone()]))
-                }
-                std::cmp::Ordering::Greater => {
-                    *self = KeySet::Few(Arc::from([key.clone(), k.clone()]))
-                }
+                std::cmp::Ordering::Less => *self = KeySet::Few(vec![k.clone(), key.clone()]),
+                std::cmp::Ordering::Greater => *self = KeySet::Few(vec![key.clone(), k.clone()]),
             },
             KeySet::Few(keys) => {
                 let Err(pos) = keys.binary_search(key) else {
                     return;
                 };
                 if keys.len() < FEW_MAX {
-                    let mut v = Vec::with_capacity(keys.len() + 1);
-                    v.extend_from_slice(&keys[..pos]);
-                    v.push(key.clone());
-                    v.extend_from_slice(&keys[pos..]);
-                    *keys = Arc::from(v);
+                    keys.insert(pos, key.clone());
                 } else {
-                    let mut set: OrdSet<ObjectKey> = keys.iter().cloned().collect();
+                    let mut set: BTreeSet<ObjectKey> = std::mem::take(keys).into_iter().collect();
                     set.insert(key.clone());
                     *self = KeySet::Many(set);
                 }
             }
             KeySet::Many(set) => {
-                set.insert(key.clone());
+                if !set.contains(key) {
+                    set.insert(key.clone());
+                }
             }
         }
     }
@@ -216,22 +291,21 @@ impl KeySet {
                 if keys.len() == 2 {
                     *self = KeySet::One(keys[1 - pos].clone());
                 } else {
-                    let mut v = Vec::with_capacity(keys.len() - 1);
-                    v.extend_from_slice(&keys[..pos]);
-                    v.extend_from_slice(&keys[pos + 1..]);
-                    *keys = Arc::from(v);
+                    keys.remove(pos);
+                    if keys.capacity() > 2 * keys.len() + 4 {
+                        keys.shrink_to_fit();
+                    }
                 }
                 false
             }
             KeySet::Many(set) => {
+                if set.len() == 1 {
+                    return set.contains(key);
+                }
                 set.remove(key);
                 if set.len() <= FEW_MIN {
-                    let v: Vec<ObjectKey> = set.iter().cloned().collect();
-                    *self = match v.len() {
-                        0 => return true,
-                        1 => KeySet::One(v[0].clone()),
-                        _ => KeySet::Few(Arc::from(v)),
-                    };
+                    let v: Vec<ObjectKey> = std::mem::take(set).into_iter().collect();
+                    *self = KeySet::Few(v);
                 }
                 false
             }
@@ -269,7 +343,7 @@ impl KeySet {
 /// Iterator over a [`KeySet`], ascending.
 pub(crate) enum KeySetIter<'a> {
     Slice(std::slice::Iter<'a, ObjectKey>),
-    Tree(imbl::ordset::Iter<'a, ObjectKey, imbl::shared_ptr::DefaultSharedPtr>),
+    Tree(std::collections::btree_set::Iter<'a, ObjectKey>),
 }
 
 impl<'a> Iterator for KeySetIter<'a> {

@@ -8,14 +8,17 @@
 //!
 //! # Structure
 //!
-//! A store is a line of immutable *versions*. A version holds the objects, split by key hash
-//! into S shards (each a persistent hash map, [`imbl`]'s HAMT), every secondary index (value →
-//! sorted set of keys, also persistent), and the resourceVersion it reflects. The current
-//! version sits behind one `arc_swap::ArcSwap`. To write, the writer clones the current
-//! version — which copies S + (number of indexes) pointers, not the data — changes the clone
-//! (only the tree paths to the touched entries are copied, so a batch costs O(batch × log n)
-//! whatever the store size), and publishes it with one atomic swap. A failed write simply drops
-//! its clone.
+//! Two buffers, each a complete store: the objects in S shards of plain hash tables (keyed by
+//! the hash of `namespace/name`) and every secondary index (value → sorted set of keys) in
+//! plain hash maps. Objects, keys and index values are shared `Arc`s, so a buffer costs tables
+//! of pointers, never copies of objects. Readers use the *front* buffer, published through one
+//! `arc_swap::ArcSwap`; nothing changes it while it is published. The writer changes the
+//! *back* buffer in place, logs what it changed, publishes it with one atomic swap, and brings
+//! the old front up to date by replaying the log once no reader is left in it (left-right
+//! double buffering, without `unsafe`: see [`Writer`]). A write costs two plain hash-map
+//! updates per change (one per buffer) and one call of each index function on the old and the
+//! new object, whatever the store size. `BENCHMARKS.md` has the figures, and those of the
+//! structures tried before this one (persistent HAMTs, per-shard copy-on-write).
 //!
 //! Indexes: the built-in [`NAMESPACE_INDEX`]; [`labels_index_func`], [`owner_uid_index_func`]
 //! and [`uid_index_func`] provided; any [`IndexFunc`]. An index value whose last key goes is
@@ -25,8 +28,7 @@
 //! # Consistency
 //!
 //! - **Lock-free reads.** A read loads the current version pointer (`arc-swap`: no mutex, no
-//!   rwlock, no spinning on the writer) and looks up in it. A reader never waits for the writer
-//!   and the writer never waits for readers.
+//!   rwlock, no spinning on the writer) and looks up in it.
 //! - **Atomic versions.** Every [`Writer::apply`], [`Writer::replace`], [`Writer::bookmark`]
 //!   and [`Writer::add_indexers`] publishes at most one version. A reader sees a batch whole or
 //!   not at all, across all shards and indexes: an index entry never names a missing object,
@@ -42,9 +44,16 @@
 //!   resourceVersion (read-your-writes).
 //! - **Failed writes are invisible.** When an index function fails, the whole write is
 //!   rejected with [`StoreError::IndexFunc`] and no version is published (client-go panics).
-//! - **Memory.** A held snapshot keeps alive what later versions replaced. Versions are freed
-//!   on the writer's thread, never as a side effect of a reader dropping a snapshot of a
-//!   replaced store (see [`Writer`]).
+//! - **Readers never wait; the writer may, briefly.** Before writing the back buffer the
+//!   writer waits for the readers still in it (calls that began before the last swap: a few
+//!   microseconds) for at most about as long as copying the buffer would take (1 ms plus
+//!   50 ns per object); a reader holding it longer (a
+//!   [`Snapshot`]) keeps it, and the writer continues in a fresh copy of the front buffer.
+//! - **Memory.** A held snapshot keeps its buffer, with the objects later versions replaced,
+//!   alive, and costs the writer one copy of the store's tables (not of the objects). Hold
+//!   snapshots briefly when the store is written often; [`Store`] calls hold nothing after
+//!   they return. Buffers are freed on the writer's thread, never as a side effect of a reader
+//!   dropping a snapshot (see [`Writer`]).
 //!
 //! # resourceVersion
 //!
@@ -89,10 +98,7 @@ pub fn store(config: StoreConfig) -> (Store, Writer) {
     let defs: Arc<[IndexDef]> = config
         .indexers
         .into_iter()
-        .map(|(name, func)| IndexDef {
-            name: Arc::from(name),
-            func,
-        })
+        .map(|(name, func)| IndexDef::new(name, func))
         .collect();
     Writer::new(Version::empty(config.shards, Hasher::default(), defs))
 }

@@ -129,7 +129,8 @@ impl Store {
 
     /// The current version, held: every read on it sees the same objects and indexes at the
     /// same resourceVersion, whatever the writer does meanwhile. Costs one reference-count
-    /// increment; holding it keeps that version's memory alive.
+    /// increment; holding it across writes keeps that version's memory alive and makes the
+    /// writer copy the store's tables once (see [`Snapshot`]).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             version: self.shared.current.load_full(),
@@ -229,8 +230,11 @@ impl Wake for ThreadWaker {
 /// One version of the store, held: all reads on a `Snapshot` see the same objects and indexes,
 /// across all shards, at one resourceVersion, and never a part of a batch.
 ///
-/// Cheap to clone (one reference count). While any snapshot of a version exists, the objects
-/// and index entries that later versions replaced stay in memory; drop snapshots when done.
+/// Cheap to take and to clone (one reference count). A snapshot holds one of the store's two
+/// buffers: while it exists, the objects later versions replaced stay in memory, and the writer,
+/// finding that buffer held when it next needs it, writes into a fresh copy of the store's
+/// tables instead (see [`Writer`](super::Writer)). Drop snapshots when done; for single reads
+/// use the [`Store`] methods, which hold nothing after they return.
 #[derive(Clone)]
 pub struct Snapshot {
     pub(crate) version: Arc<Version>,

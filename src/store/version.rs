@@ -1,33 +1,36 @@
-//! [`Version`]: one immutable state of a store (items in shards + every index), the unit that
-//! is published to readers. The writer clones the current version (cheap: persistent maps share
-//! all their nodes), mutates the clone, and publishes it; nothing a reader holds ever changes.
+//! [`Version`]: one buffer of a store (items in shards + every index). A store has two of them
+//! (see [`super::writer`]): readers look up in the published one, which nothing mutates while
+//! any reader can reach it; the writer mutates the other one in place and records what it did
+//! in a [`Log`], so that the first buffer can later be brought to the same state by replaying
+//! the log (plain map inserts, no index function called twice).
 //!
 //! Maintenance of indexes follows client-go `tools/cache/thread_safe_store.go`
-//! (`updateIndices`): on add/update the old object's values are removed and the new object's
-//! values added; here only the difference between the two is touched.
+//! (`updateIndices`, `deleteKeyFromIndex`): on add/update the old object's values are removed
+//! and the new object's values added (here only the difference between the two is touched), and
+//! a value whose last key goes is removed.
 
 use std::fmt;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use imbl::GenericHashMap;
-use imbl::shared_ptr::DefaultSharedPtr;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use crate::object::{Object, ObjectKey};
 
 use super::error::StoreError;
-use super::index::{IndexDef, IndexValues, KeySet, normalize};
+use super::index::{Builtin, IndexDef, IndexValues, KeySet, normalize};
 
-/// Hasher of every map of a store; one random seed per store, shared by its versions.
+/// Hasher of every map of a store; one random seed per store, shared by its buffers.
 pub(crate) type Hasher = foldhash::fast::RandomState;
 
-/// The items of one shard.
-pub(crate) type ItemMap = GenericHashMap<ObjectKey, Arc<Object>, Hasher, DefaultSharedPtr>;
+/// The items of one shard; each entry is found by the hash of its key's text.
+type ItemTable = HashTable<(ObjectKey, Arc<Object>)>;
 
 /// One index: value → keys of the objects indexed under it.
-pub(crate) type ValueMap = GenericHashMap<Arc<str>, KeySet, Hasher, DefaultSharedPtr>;
+type ValueMap = hashbrown::HashMap<Arc<str>, KeySet, Hasher>;
 
-/// One immutable state of the store.
+/// One buffer of the store: a complete state at one resourceVersion.
 #[derive(Clone)]
 pub(crate) struct Version {
     /// resourceVersion this state reflects (0 = none yet).
@@ -36,8 +39,8 @@ pub(crate) struct Version {
     pub(crate) generation: u64,
     len: usize,
     hasher: Hasher,
-    shards: Box<[ItemMap]>,
-    defs: Arc<[IndexDef]>,
+    shards: Box<[ItemTable]>,
+    pub(crate) defs: Arc<[IndexDef]>,
     /// Parallel to `defs`.
     indexes: Box<[ValueMap]>,
 }
@@ -54,6 +57,42 @@ impl fmt::Debug for Version {
     }
 }
 
+/// One step of a write, recorded while it is applied to one buffer so that the other buffer can
+/// replay it exactly, without calling index functions again. Values and keys are the same
+/// shared allocations in both buffers.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// Store `obj` under `key` (whose text hashes to `hash`; in the recording buffer its
+    /// entry sits in bucket `bucket` of its shard's table).
+    Put {
+        hash: u64,
+        bucket: usize,
+        key: ObjectKey,
+        obj: Arc<Object>,
+    },
+    /// Remove the item under `key` (from bucket `bucket` in the recording buffer).
+    Remove {
+        hash: u64,
+        bucket: usize,
+        key: ObjectKey,
+    },
+    /// Add `key` under `value` in index number `index`.
+    IndexAdd {
+        index: usize,
+        value: Arc<str>,
+        key: ObjectKey,
+    },
+    /// Remove `key` from `value` in index number `index`.
+    IndexRemove {
+        index: usize,
+        value: Arc<str>,
+        key: ObjectKey,
+    },
+}
+
+/// The changes one buffer has that the other has not, in order.
+pub(crate) type Log = Vec<Change>;
+
 impl Version {
     /// An empty version with `shards` shards (at least one) and the given indexes.
     pub(crate) fn empty(shards: usize, hasher: Hasher, defs: Arc<[IndexDef]>) -> Self {
@@ -62,9 +101,7 @@ impl Version {
             resource_version: 0,
             generation: 0,
             len: 0,
-            shards: (0..shards)
-                .map(|_| ItemMap::with_hasher(hasher.clone()))
-                .collect(),
+            shards: (0..shards).map(|_| ItemTable::new()).collect(),
             indexes: defs
                 .iter()
                 .map(|_| ValueMap::with_hasher(hasher.clone()))
@@ -81,15 +118,19 @@ impl Version {
 
     // ---- reads ------------------------------------------------------------------------------
 
-    /// Shard holding `key`: the high 32 bits of its hash, scaled to the shard count
-    /// (the maps use the low 32 bits, so a shard's tree stays balanced).
-    fn shard_of(&self, key: &str) -> usize {
+    pub(crate) fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Shard of a key hash: bits 25..57 scaled to the shard count. The tables use the low bits
+    /// (bucket) and the top 7 bits (tag) of the same hash, so the shard choice leaves both
+    /// uniformly spread within a shard.
+    fn shard_of(&self, hash: u64) -> usize {
         let n = self.shards.len();
         if n == 1 {
             return 0;
         }
-        let h = self.hasher.hash_one(key) >> 32;
-        ((h * n as u64) >> 32) as usize
+        ((((hash >> 25) & 0xFFFF_FFFF) * n as u64) >> 32) as usize
     }
 
     pub(crate) fn shard_count(&self) -> usize {
@@ -101,12 +142,17 @@ impl Version {
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&Arc<Object>> {
-        self.shards[self.shard_of(key)].get(key)
+        let hash = self.hash(key);
+        self.shards[self.shard_of(hash)]
+            .find(hash, |(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
     }
 
     /// Every item, shard after shard (no order promised).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Object>)> + '_ {
-        self.shards.iter().flat_map(|m| m.iter())
+        self.shards
+            .iter()
+            .flat_map(|t| t.iter().map(|(k, v)| (k, v)))
     }
 
     pub(crate) fn index_names(&self) -> impl Iterator<Item = &str> + '_ {
@@ -136,10 +182,13 @@ impl Version {
     }
 
     pub(crate) fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<Object>>, StoreError> {
-        Ok(self
-            .index_key_iter(name, value)?
-            .filter_map(|k| self.get(k.as_str()).cloned())
-            .collect())
+        let pos = self.index_pos(name)?;
+        let Some(set) = self.indexes[pos].get(value) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::with_capacity(set.len());
+        out.extend(set.iter().filter_map(|k| self.get(k.as_str()).cloned()));
+        Ok(out)
     }
 
     pub(crate) fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, StoreError> {
@@ -180,70 +229,180 @@ impl Version {
             .collect())
     }
 
-    // ---- writes (only on the writer's private clone) -----------------------------------------
+    // ---- writes (only on a buffer no reader can reach) ---------------------------------------
 
-    /// Inserts or replaces the object under its key and updates every index. Returns the
-    /// object it replaced.
-    ///
-    /// On `Err` this version may be half-updated: the caller must discard it.
-    pub(crate) fn upsert(&mut self, obj: Arc<Object>) -> Result<Option<Arc<Object>>, StoreError> {
-        let key = obj.key();
-        let shard = self.shard_of(key.as_str());
-        let old = self.shards[shard].get(key.as_str()).cloned();
+    /// Number of indexes whose function is the caller's (see [`Version::custom_values`]).
+    pub(crate) fn custom_count(&self) -> usize {
+        self.defs
+            .iter()
+            .filter(|d| d.builtin == Builtin::Custom)
+            .count()
+    }
+
+    /// Appends the values of the caller's index functions for `obj` (normalized, in index
+    /// order) to `out`: the only part of a write that can fail, done before anything changes.
+    /// The provided functions never fail and are called, when needed at all, while writing.
+    pub(crate) fn custom_values(
+        &self,
+        obj: &Object,
+        out: &mut Vec<IndexValues>,
+    ) -> Result<(), StoreError> {
+        for def in self.defs.iter().filter(|d| d.builtin == Builtin::Custom) {
+            out.push(call(def, obj, || obj.key())?);
+        }
+        Ok(())
+    }
+
+    /// Inserts or replaces `obj` under its key and moves its index entries from the old
+    /// object's values to the new one's. `custom` holds the values of the caller's index
+    /// functions for `obj` (from [`Version::custom_values`]); provided functions are not called
+    /// when the fields they read are unchanged. `scratch` is a reusable buffer for the key's
+    /// text. Returns the object it replaced; every change made is appended to `log`.
+    pub(crate) fn upsert(
+        &mut self,
+        obj: Arc<Object>,
+        custom: &[IndexValues],
+        scratch: &mut String,
+        log: &mut Log,
+    ) -> Option<Arc<Object>> {
+        scratch.clear();
+        if !obj.namespace().is_empty() {
+            scratch.push_str(obj.namespace());
+            scratch.push('/');
+        }
+        scratch.push_str(obj.name());
+        let hash = self.hash(scratch);
+        let (key, old, bucket) = self.put(hash, scratch, obj.clone());
         if let Some(old) = &old
             && Arc::ptr_eq(old, &obj)
         {
-            return Ok(Some(obj));
+            return Some(obj);
         }
-        for (def, map) in self.defs.iter().zip(self.indexes.iter_mut()) {
-            let new_values = call(def, &obj, &key)?;
-            match &old {
-                None => {
-                    for v in &new_values {
-                        add_key(map, v, &key);
-                    }
-                }
-                Some(old) => match (def.func)(old) {
-                    Ok(old_values) => apply_diff(map, &key, &normalize(old_values), &new_values),
-                    Err(_) => {
-                        // The function accepted this object when it was stored; it is not
-                        // pure. Find the key's old values the slow way.
-                        remove_key_everywhere(map, &key);
-                        for v in &new_values {
-                            add_key(map, v, &key);
+        let defs = self.defs.clone();
+        let mut custom = custom.iter();
+        for (pos, def) in defs.iter().enumerate() {
+            if def.builtin == Builtin::Custom {
+                let Some(new) = custom.next() else { continue };
+                match &old {
+                    None => {
+                        for v in new {
+                            self.index_add(pos, v, &key, log);
                         }
                     }
-                },
+                    Some(old) => match (def.func)(old) {
+                        Ok(old_values) => {
+                            self.apply_diff(pos, &key, &normalize(old_values), new, log)
+                        }
+                        Err(_) => {
+                            // The function accepted this object when it was stored; it is
+                            // not pure. Find the key's old values the slow way.
+                            self.index_remove_everywhere(pos, &key, log);
+                            for v in new {
+                                self.index_add(pos, v, &key, log);
+                            }
+                        }
+                    },
+                }
+                continue;
+            }
+            match &old {
+                Some(old) if def.builtin.same_values(old, &obj) => {}
+                Some(old) => {
+                    let old_values = normalize((def.func)(old).unwrap_or_default());
+                    let new_values = normalize((def.func)(&obj).unwrap_or_default());
+                    self.apply_diff(pos, &key, &old_values, &new_values, log);
+                }
+                None if def.builtin == Builtin::Namespace => {
+                    self.index_add(pos, obj.namespace(), &key, log);
+                }
+                None => {
+                    for v in &normalize((def.func)(&obj).unwrap_or_default()) {
+                        self.index_add(pos, v, &key, log);
+                    }
+                }
             }
         }
-        if self.shards[shard].insert(key, obj).is_none() {
-            self.len += 1;
-        }
-        Ok(old)
+        log.push(Change::Put {
+            hash,
+            bucket,
+            key,
+            obj,
+        });
+        old
     }
 
-    /// Removes the object under `key` and its index entries. Never fails: when an index
-    /// function fails on the stored object, its entries are found by scanning that index.
-    pub(crate) fn delete(&mut self, key: &str) -> Option<Arc<Object>> {
-        let shard = self.shard_of(key);
-        let (key, old) = self.shards[shard].remove_with_key(key)?;
-        self.len -= 1;
-        for (def, map) in self.defs.iter().zip(self.indexes.iter_mut()) {
+    /// Removes the object under `key` and its index entries, appending the changes to `log`.
+    /// Never fails: when an index function fails on the stored object, its entries are found
+    /// by scanning that index.
+    pub(crate) fn delete(&mut self, key: &str, log: &mut Log) -> Option<Arc<Object>> {
+        let hash = self.hash(key);
+        let (key, old, bucket) = self.take(hash, key)?;
+        let defs = self.defs.clone();
+        for (pos, def) in defs.iter().enumerate() {
+            if def.builtin == Builtin::Namespace {
+                self.index_remove(pos, old.namespace(), &key, log);
+                continue;
+            }
             match (def.func)(&old) {
                 Ok(values) => {
                     for v in &values {
-                        remove_key(map, v, &key);
+                        self.index_remove(pos, v, &key, log);
                     }
                 }
-                Err(_) => remove_key_everywhere(map, &key),
+                Err(_) => self.index_remove_everywhere(pos, &key, log),
             }
         }
+        log.push(Change::Remove { hash, bucket, key });
         Some(old)
     }
 
-    /// Adds indexes, indexing every existing item. On `Err` the caller must discard `self`.
-    pub(crate) fn add_indexes(&mut self, new: Vec<IndexDef>) -> Result<(), StoreError> {
-        for d in &new {
+    /// Applies (and empties) changes recorded on the other buffer, which was in the same state
+    /// as this one.
+    pub(crate) fn replay(&mut self, log: &mut Log) {
+        for change in log.drain(..) {
+            match change {
+                Change::Put {
+                    hash,
+                    bucket,
+                    key,
+                    obj,
+                } => self.put_key(hash, bucket, key, obj),
+                Change::Remove { hash, bucket, key } => self.take_key(hash, bucket, &key),
+                Change::IndexAdd { index, value, key } => {
+                    let map = &mut self.indexes[index];
+                    match map.get_mut(&*value) {
+                        Some(set) => set.insert(&key),
+                        None => {
+                            map.insert(value, KeySet::One(key));
+                        }
+                    }
+                }
+                Change::IndexRemove { index, value, key } => {
+                    let map = &mut self.indexes[index];
+                    if let Some(set) = map.get_mut(&*value)
+                        && set.remove(&key)
+                    {
+                        map.remove(&*value);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes every item and index entry, keeping the tables' capacity.
+    pub(crate) fn clear(&mut self) {
+        for t in self.shards.iter_mut() {
+            t.clear();
+        }
+        for m in self.indexes.iter_mut() {
+            *m = ValueMap::with_hasher(self.hasher.clone());
+        }
+        self.len = 0;
+    }
+
+    /// Builds the maps of new indexes over the current items, without changing `self`.
+    pub(crate) fn build_indexes(&self, new: &[IndexDef]) -> Result<Vec<ValueMapBox>, StoreError> {
+        for d in new {
             if self.index_pos(&d.name).is_ok()
                 || new.iter().filter(|o| o.name == d.name).count() > 1
             {
@@ -253,92 +412,221 @@ impl Version {
             }
         }
         let mut maps = Vec::with_capacity(new.len());
-        for def in &new {
+        for def in new {
             let mut map = ValueMap::with_hasher(self.hasher.clone());
             for (key, obj) in self.iter() {
-                for v in &call(def, obj, key)? {
-                    add_key(&mut map, v, key);
+                for v in &call(def, obj, || key.clone())? {
+                    match map.get_mut(v.as_str()) {
+                        Some(set) => set.insert(key),
+                        None => {
+                            map.insert(Arc::from(v.as_str()), KeySet::One(key.clone()));
+                        }
+                    }
                 }
             }
-            maps.push(map);
+            maps.push(ValueMapBox(map));
         }
+        Ok(maps)
+    }
+
+    /// Attaches indexes built by [`Version::build_indexes`].
+    pub(crate) fn attach_indexes(&mut self, new: Vec<IndexDef>, maps: Vec<ValueMapBox>) {
         let mut defs = self.defs.to_vec();
         defs.extend(new);
         self.defs = defs.into();
         let mut indexes = std::mem::take(&mut self.indexes).into_vec();
-        indexes.extend(maps);
+        indexes.extend(maps.into_iter().map(|m| m.0));
         self.indexes = indexes.into();
-        Ok(())
+    }
+
+    /// Stores `obj` under the key whose text is `text`; returns the key as stored (the existing
+    /// allocation when the key was present, so an update allocates no key), the object it
+    /// replaced and the entry's bucket in its shard's table.
+    fn put(
+        &mut self,
+        hash: u64,
+        text: &str,
+        obj: Arc<Object>,
+    ) -> (ObjectKey, Option<Arc<Object>>, usize) {
+        let shard = self.shard_of(hash);
+        let hasher = &self.hasher;
+        match self.shards[shard].entry(
+            hash,
+            |(k, _)| k.as_str() == text,
+            |(k, _)| hasher.hash_one(k.as_str()),
+        ) {
+            Entry::Occupied(mut e) => {
+                let bucket = e.bucket_index();
+                let (key, slot) = e.get_mut();
+                (key.clone(), Some(std::mem::replace(slot, obj)), bucket)
+            }
+            Entry::Vacant(e) => {
+                let key = ObjectKey::from_raw(text);
+                let bucket = e.insert((key.clone(), obj)).bucket_index();
+                self.len += 1;
+                (key, None, bucket)
+            }
+        }
+    }
+
+    /// Replays a [`Change::Put`]. Both buffers see the same operations in the same order from
+    /// the same starting table, so the entry is normally in the bucket the other buffer
+    /// recorded: it is checked there first (one memory access instead of a probe and a key
+    /// comparison), and looked up normally when the layouts differ.
+    fn put_key(&mut self, hash: u64, bucket: usize, key: ObjectKey, obj: Arc<Object>) {
+        let shard = self.shard_of(hash);
+        if let Some((k, v)) = self.shards[shard].get_bucket_mut(bucket)
+            && *k == key
+        {
+            *v = obj;
+            return;
+        }
+        let hasher = &self.hasher;
+        match self.shards[shard].entry(
+            hash,
+            |(k, _)| *k == key,
+            |(k, _)| hasher.hash_one(k.as_str()),
+        ) {
+            Entry::Occupied(mut e) => e.get_mut().1 = obj,
+            Entry::Vacant(e) => {
+                e.insert((key, obj));
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Removes the item under the key whose text is `key`, with its bucket.
+    fn take(&mut self, hash: u64, key: &str) -> Option<(ObjectKey, Arc<Object>, usize)> {
+        let shard = self.shard_of(hash);
+        let entry = self.shards[shard]
+            .find_entry(hash, |(k, _)| k.as_str() == key)
+            .ok()?;
+        let bucket = entry.bucket_index();
+        let ((key, obj), _) = entry.remove();
+        self.len -= 1;
+        Some((key, obj, bucket))
+    }
+
+    /// Replays a [`Change::Remove`] (bucket first, as [`Version::put_key`]).
+    fn take_key(&mut self, hash: u64, bucket: usize, key: &ObjectKey) {
+        let shard = self.shard_of(hash);
+        if let Ok(e) = self.shards[shard].get_bucket_entry(bucket)
+            && e.get().0 == *key
+        {
+            e.remove();
+            self.len -= 1;
+            return;
+        }
+        if let Ok(e) = self.shards[shard].find_entry(hash, |(k, _)| k == key) {
+            e.remove();
+            self.len -= 1;
+        }
+    }
+
+    fn index_add(&mut self, pos: usize, value: &str, key: &ObjectKey, log: &mut Log) {
+        let map = &mut self.indexes[pos];
+        let value = match map.get_key_value_mut(value) {
+            Some((v, set)) => {
+                set.insert(key);
+                v.clone()
+            }
+            None => {
+                let v: Arc<str> = Arc::from(value);
+                map.insert(v.clone(), KeySet::One(key.clone()));
+                v
+            }
+        };
+        log.push(Change::IndexAdd {
+            index: pos,
+            value,
+            key: key.clone(),
+        });
+    }
+
+    fn index_remove(&mut self, pos: usize, value: &str, key: &ObjectKey, log: &mut Log) {
+        let map = &mut self.indexes[pos];
+        let Some((v, set)) = map.get_key_value_mut(value) else {
+            return;
+        };
+        if !set.contains(key) {
+            return;
+        }
+        let value = if set.remove(key) {
+            map.remove_entry(value).map(|(v, _)| v)
+        } else {
+            Some(v.clone())
+        };
+        if let Some(value) = value {
+            log.push(Change::IndexRemove {
+                index: pos,
+                value,
+                key: key.clone(),
+            });
+        }
+    }
+
+    fn index_remove_everywhere(&mut self, pos: usize, key: &ObjectKey, log: &mut Log) {
+        let values: Vec<Arc<str>> = self.indexes[pos]
+            .iter()
+            .filter(|(_, set)| set.contains(key))
+            .map(|(v, _)| v.clone())
+            .collect();
+        for v in values {
+            self.index_remove(pos, &v, key, log);
+        }
+    }
+
+    /// Moves `key` from the values only in `old` to the values only in `new` (both sorted and
+    /// deduplicated); values in both are not touched.
+    fn apply_diff(
+        &mut self,
+        pos: usize,
+        key: &ObjectKey,
+        old: &[String],
+        new: &[String],
+        log: &mut Log,
+    ) {
+        let (mut i, mut j) = (0, 0);
+        loop {
+            match (old.get(i), new.get(j)) {
+                (None, None) => break,
+                (Some(o), Some(n)) if o == n => {
+                    i += 1;
+                    j += 1;
+                }
+                (Some(o), Some(n)) if o < n => {
+                    self.index_remove(pos, o, key, log);
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    self.index_remove(pos, o, key, log);
+                    i += 1;
+                }
+                (_, Some(n)) => {
+                    self.index_add(pos, n, key, log);
+                    j += 1;
+                }
+            }
+        }
     }
 }
 
+/// An index map built off to the side by [`Version::build_indexes`] (keeps the map type
+/// private to this file).
+#[derive(Debug)]
+pub(crate) struct ValueMapBox(ValueMap);
+
 /// Calls an index function, normalizing its values and wrapping its error.
-fn call(def: &IndexDef, obj: &Object, key: &ObjectKey) -> Result<IndexValues, StoreError> {
+fn call(
+    def: &IndexDef,
+    obj: &Object,
+    key: impl FnOnce() -> ObjectKey,
+) -> Result<IndexValues, StoreError> {
     (def.func)(obj)
         .map(normalize)
         .map_err(|source| StoreError::IndexFunc {
             index: def.name.clone(),
-            key: key.clone(),
+            key: key(),
             source,
         })
-}
-
-fn add_key(map: &mut ValueMap, value: &str, key: &ObjectKey) {
-    match map.get_mut(value) {
-        Some(set) => set.insert(key),
-        None => {
-            map.insert(Arc::from(value), KeySet::One(key.clone()));
-        }
-    }
-}
-
-fn remove_key(map: &mut ValueMap, value: &str, key: &ObjectKey) {
-    // Look first: `get_mut` copies the path to the value even when the key is absent.
-    let Some(set) = map.get(value) else { return };
-    if !set.contains(key) {
-        return;
-    }
-    if set.len() == 1 {
-        map.remove(value);
-    } else if let Some(set) = map.get_mut(value) {
-        set.remove(key);
-    }
-}
-
-fn remove_key_everywhere(map: &mut ValueMap, key: &ObjectKey) {
-    let values: Vec<Arc<str>> = map
-        .iter()
-        .filter(|(_, set)| set.contains(key))
-        .map(|(v, _)| v.clone())
-        .collect();
-    for v in values {
-        remove_key(map, &v, key);
-    }
-}
-
-/// Moves `key` from the values only in `old` to the values only in `new` (both sorted and
-/// deduplicated); values in both are not touched.
-fn apply_diff(map: &mut ValueMap, key: &ObjectKey, old: &[String], new: &[String]) {
-    let (mut i, mut j) = (0, 0);
-    loop {
-        match (old.get(i), new.get(j)) {
-            (None, None) => break,
-            (Some(o), Some(n)) if o == n => {
-                i += 1;
-                j += 1;
-            }
-            (Some(o), Some(n)) if o < n => {
-                remove_key(map, o, key);
-                i += 1;
-            }
-            (Some(o), None) => {
-                remove_key(map, o, key);
-                i += 1;
-            }
-            (_, Some(n)) => {
-                add_key(map, n, key);
-                j += 1;
-            }
-        }
-    }
 }

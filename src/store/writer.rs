@@ -2,6 +2,8 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -10,7 +12,7 @@ use crate::object::{Object, ObjectKey, parse_resource_version};
 use super::error::StoreError;
 use super::index::{IndexDef, IndexFunc};
 use super::reader::{Shared, Snapshot, Store};
-use super::version::Version;
+use super::version::{Log, Version};
 
 /// One change in a [`Batch`].
 #[derive(Clone, Debug)]
@@ -145,35 +147,85 @@ impl Extend<Op> for Batch {
 
 /// The one writer of a store (the informer). Not `Clone`: one writer, so versions form a line.
 ///
-/// Every call that changes something builds the next version off the current one (persistent
-/// maps: only the paths to the touched entries are copied), then publishes it with one atomic
-/// pointer swap. A call that fails publishes nothing.
+/// The writer keeps two buffers, each a complete store (items and indexes in plain hash maps;
+/// objects, keys and index values are shared `Arc`s, so a buffer costs pointers, not copies of
+/// objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
+/// nothing changes it while it is published. A write goes to the *back* buffer, in place, and
+/// is recorded in a log; then the two swap roles with one atomic pointer swap, and the old
+/// front, once no reader is left in it, replays the log (plain inserts and removals; index
+/// functions are not called again) to become the next back buffer. This is the left-right
+/// scheme, made safe without `unsafe`: "no reader is left" is `Arc::get_mut` succeeding on the
+/// old front after `ArcSwap::swap` (which converts every reader's outstanding load into a
+/// counted reference before it returns).
 ///
-/// Old versions are freed by the writer, not by readers: a version a reader still holds (a
-/// [`Snapshot`]) is kept in a retired list and dropped by a later writer call once no reader
-/// holds it, so the cost of freeing a replaced store lands here, off the reader path.
+/// # Waiting on readers
+///
+/// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
+/// about to write is still in use: a `Store` call that started before the previous swap (it
+/// finishes within microseconds) or a held [`Snapshot`]. It spins for up to 50 µs, then
+/// yields the CPU, for at most about as long as copying the store's tables would take (1 ms
+/// plus 50 ns per object); then it leaves that buffer to its readers and writes into a fresh
+/// copy of the front buffer instead: a held snapshot never blocks the writer, it costs one copy of the
+/// store's tables (time O(n), memory one more buffer until the snapshot is dropped). Hold
+/// snapshots briefly when the store is written often.
+///
+/// A call that fails publishes nothing. Buffers left to readers are freed by a later writer
+/// call once no reader holds them, so freeing a replaced store's content happens here, off the
+/// reader path.
 pub struct Writer {
     shared: Arc<Shared>,
-    current: Arc<Version>,
+    /// The published buffer (also held by `shared.current`).
+    front: Arc<Version>,
+    /// The other buffer: front's state minus `log` (or minus everything when `stale`).
+    back: Arc<Version>,
+    /// Changes in `front` that `back` has not replayed yet, in order.
+    log: Log,
+    /// `back` must be rebuilt as a copy of `front` (after a replace, an index addition or a
+    /// failed replace that left it half-built).
+    stale: bool,
     rv_tx: watch::Sender<u64>,
+    /// Buffers left to readers that still hold them.
     retired: Vec<Arc<Version>>,
+    /// How many times a held buffer made the writer copy the front buffer.
+    copies: u64,
+    /// Reused buffer for key text.
+    key_buf: String,
 }
+
+/// How long a writer call waits for readers to leave the buffer it must write before it copies
+/// the front buffer instead: a fixed part plus a part per object, because the copy it avoids
+/// grows with the store (an estimate, not a measured copy time).
+fn pin_wait(len: usize) -> Duration {
+    Duration::from_millis(1)
+        + Duration::from_nanos(50).saturating_mul(len.min(u32::MAX as usize) as u32)
+}
+
+/// How long the writer busy-waits before it starts yielding its CPU: a `Store` call in progress
+/// finishes well within it unless its thread was preempted, and yielding on a busy machine can
+/// cost a whole scheduler time slice.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Spins (without looking at the clock) before the first time check, and between checks.
+const SPINS: u32 = 64;
 
 impl fmt::Debug for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Writer")
-            .field("current", &self.current)
+            .field("front", &self.front)
+            .field("pending_changes", &self.log.len())
             .field("retired", &self.retired.len())
+            .field("copies", &self.copies)
             .finish()
     }
 }
 
 impl Writer {
     pub(crate) fn new(version: Version) -> (Store, Writer) {
-        let current = Arc::new(version);
-        let (rv_tx, rv_rx) = watch::channel(current.resource_version);
+        let back = Arc::new(version.clone());
+        let front = Arc::new(version);
+        let (rv_tx, rv_rx) = watch::channel(front.resource_version);
         let shared = Arc::new(Shared {
-            current: arc_swap::ArcSwap::new(current.clone()),
+            current: arc_swap::ArcSwap::new(front.clone()),
             rv: rv_rx,
         });
         (
@@ -182,9 +234,14 @@ impl Writer {
             },
             Writer {
                 shared,
-                current,
+                front,
+                back,
+                log: Vec::new(),
+                stale: false,
                 rv_tx,
                 retired: Vec::new(),
+                copies: 0,
+                key_buf: String::new(),
             },
         )
     }
@@ -199,13 +256,19 @@ impl Writer {
     /// The latest published version (what readers see now).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            version: self.current.clone(),
+            version: self.front.clone(),
         }
     }
 
     /// The resourceVersion of the latest published version.
     pub fn resource_version(&self) -> u64 {
-        self.current.resource_version
+        self.front.resource_version
+    }
+
+    /// How many times a buffer still held by readers (a [`Snapshot`] kept across writes) made
+    /// this writer copy the store instead of updating that buffer in place.
+    pub fn buffer_copies(&self) -> u64 {
+        self.copies
     }
 
     /// Applies a batch of adds, updates and deletes as one version (client-go `Add`, `Update`,
@@ -220,30 +283,49 @@ impl Writer {
     /// batch is rejected, readers never see any of it, and the store is unchanged.
     pub fn apply(&mut self, batch: Batch) -> Result<Vec<Option<Arc<Object>>>, StoreError> {
         self.sweep();
-        let current_rv = self.current.resource_version;
-        let mut next = (*self.current).clone();
-        let mut previous = Vec::with_capacity(batch.ops.len());
+        let current_rv = self.front.resource_version;
+        // Everything that can fail happens before anything changes: the index values of every
+        // added object.
+        let customs = self.front.custom_count();
+        let mut values = Vec::new();
         let mut max_rv = None;
-        for op in batch.ops {
-            match op {
-                Op::Upsert(obj) => {
-                    if batch.resource_version.is_none() {
-                        max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
-                    }
-                    previous.push(next.upsert(obj)?);
+        for op in &batch.ops {
+            if let Op::Upsert(obj) = op {
+                self.front.custom_values(obj, &mut values)?;
+                if batch.resource_version.is_none() {
+                    max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
                 }
-                Op::Delete(key) => previous.push(next.delete(key.as_str())),
             }
         }
-        next.resource_version = batch
+        let rv = batch
             .resource_version
             .or(max_rv)
             .unwrap_or(current_rv)
             .max(current_rv);
-        if previous.is_empty() && next.resource_version == current_rv {
-            return Ok(previous);
+        if batch.ops.is_empty() && rv == current_rv {
+            return Ok(Vec::new());
         }
-        self.publish(next);
+        self.prepare_back(true);
+        let mut log = std::mem::take(&mut self.log);
+        let back = Arc::make_mut(&mut self.back);
+        let mut previous = Vec::with_capacity(batch.ops.len());
+        let mut values = values.chunks(customs.max(1));
+        for op in batch.ops {
+            match op {
+                Op::Upsert(obj) => {
+                    let custom = if customs == 0 {
+                        &[]
+                    } else {
+                        values.next().unwrap_or_default()
+                    };
+                    previous.push(back.upsert(obj, custom, &mut self.key_buf, &mut log));
+                }
+                Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
+            }
+        }
+        back.resource_version = rv;
+        self.log = log;
+        self.publish(false);
         Ok(previous)
     }
 
@@ -252,7 +334,8 @@ impl Writer {
     /// to the new in one step. When a key occurs twice, the later object wins.
     ///
     /// The store's resourceVersion becomes `rv`, even when lower than before (the list is the
-    /// truth after a relist).
+    /// truth after a relist). The old content is released before the call returns unless a
+    /// reader still holds it (then by a later writer call, once that reader lets go).
     ///
     /// # Errors
     /// [`StoreError::IndexFunc`]: the store is unchanged.
@@ -261,12 +344,27 @@ impl Writer {
         I: IntoIterator<Item = Arc<Object>>,
     {
         self.sweep();
-        let mut next = self.current.empty_like();
+        self.prepare_back(false);
+        let back = Arc::make_mut(&mut self.back);
+        back.clear();
+        let mut scratch = Vec::new();
+        let mut values = Vec::new();
         for obj in objects {
-            next.upsert(obj)?;
+            values.clear();
+            if let Err(e) = back.custom_values(&obj, &mut values) {
+                // The back buffer is half-built: rebuild it from the front before its next
+                // use. The front (what readers see) was never touched.
+                self.stale = true;
+                self.log.clear();
+                return Err(e);
+            }
+            back.upsert(obj, &values, &mut self.key_buf, &mut scratch);
+            scratch.clear();
         }
-        next.resource_version = rv;
-        self.publish(next);
+        back.resource_version = rv;
+        self.stale = true;
+        self.log.clear();
+        self.publish(true);
         Ok(())
     }
 
@@ -274,12 +372,12 @@ impl Writer {
     /// at or below the current one changes nothing.
     pub fn bookmark(&mut self, rv: u64) {
         self.sweep();
-        if rv <= self.current.resource_version {
+        if rv <= self.front.resource_version {
             return;
         }
-        let mut next = (*self.current).clone();
-        next.resource_version = rv;
-        self.publish(next);
+        self.prepare_back(true);
+        Arc::make_mut(&mut self.back).resource_version = rv;
+        self.publish(false);
     }
 
     /// Adds one index and indexes every stored object (client-go `AddIndexers`).
@@ -305,46 +403,114 @@ impl Writer {
         self.sweep();
         let defs: Vec<IndexDef> = indexers
             .into_iter()
-            .map(|(name, func)| IndexDef {
-                name: Arc::from(name),
-                func,
-            })
+            .map(|(name, func)| IndexDef::new(name, func))
             .collect();
         if defs.is_empty() {
             return Ok(());
         }
-        let mut next = (*self.current).clone();
-        next.add_indexes(defs)?;
-        self.publish(next);
+        let maps = self.front.build_indexes(&defs)?;
+        self.prepare_back(true);
+        Arc::make_mut(&mut self.back).attach_indexes(defs, maps);
+        self.stale = true;
+        self.log.clear();
+        self.publish(false);
         Ok(())
     }
 
-    /// Publishes `next` as the current version, then signals waiters.
-    fn publish(&mut self, mut next: Version) {
-        next.generation = self.current.generation + 1;
-        let rv = next.resource_version;
-        let next = Arc::new(next);
-        // `swap` settles arc-swap's outstanding reader debts on the old version before it
-        // returns, so from here on its strong count counts every reader still holding it.
-        let old = self.shared.current.swap(next.clone());
-        self.current = next;
-        self.retire(old);
+    /// Makes `back` exclusively the writer's and, when `state` is asked for, brings it to the
+    /// front's state. Waits up to [`pin_wait`] for readers to leave it; past that, leaves it to
+    /// them and starts a fresh buffer (a copy of the front, or an empty one).
+    fn prepare_back(&mut self, state: bool) {
+        if !self.wait_back(pin_wait(self.front.len())) {
+            let fresh = if state {
+                (*self.front).clone()
+            } else {
+                self.front.empty_like()
+            };
+            let held = std::mem::replace(&mut self.back, Arc::new(fresh));
+            self.retired.push(held);
+            self.log.clear();
+            self.stale = false;
+            self.copies += 1;
+            return;
+        }
+        if state {
+            self.catch_up();
+        } else if !Arc::ptr_eq(&self.back.defs, &self.front.defs) {
+            // The content is about to be thrown away; only the index set must match.
+            *Arc::make_mut(&mut self.back) = self.front.empty_like();
+        }
+    }
+
+    /// Waits until no reader holds `back`: spins for up to [`SPIN`] (or only a few spins when
+    /// `limit` is zero), then yields until `limit` has passed. Returns whether it is free.
+    fn wait_back(&mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            for _ in 0..SPINS {
+                if Arc::get_mut(&mut self.back).is_some() {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            let waited = start.elapsed();
+            if waited >= limit {
+                return false;
+            }
+            if waited >= SPIN {
+                thread::yield_now();
+            }
+        }
+    }
+
+    /// Brings `back` to the front's state if no reader holds it; returns whether it did.
+    fn catch_up(&mut self) -> bool {
+        let Some(back) = Arc::get_mut(&mut self.back) else {
+            return false;
+        };
+        if self.stale {
+            // Release the old content before copying, so two copies never coexist with it.
+            *back = self.front.empty_like();
+            *back = (*self.front).clone();
+            self.stale = false;
+        } else {
+            back.replay(&mut self.log);
+            back.resource_version = self.front.resource_version;
+            back.generation = self.front.generation;
+        }
+        self.log.clear();
+        true
+    }
+
+    /// Publishes `back` (just written) as the new front; the old front becomes `back` and
+    /// replays the log at once if no reader holds it (waiting up to [`pin_wait`] when `wait`:
+    /// after a replace, to release the old content promptly), else at the next call.
+    fn publish(&mut self, wait: bool) {
+        let generation = self.front.generation + 1;
+        Arc::make_mut(&mut self.back).generation = generation;
+        let rv = self.back.resource_version;
+        let next = self.back.clone();
+        // `swap` settles arc-swap's outstanding reader debts on the old front before it
+        // returns: from here on its strong count counts every reader still in it.
+        drop(self.shared.current.swap(next.clone()));
+        self.back = std::mem::replace(&mut self.front, next);
         // After the store: a waiter woken by this value finds the version published.
         self.rv_tx.send_if_modified(|v| {
             let changed = *v != rv;
             *v = rv;
             changed
         });
-    }
-
-    /// Drops `old` here if no reader holds it, else keeps it for a later [`Writer::sweep`].
-    fn retire(&mut self, old: Arc<Version>) {
-        if Arc::strong_count(&old) > 1 {
-            self.retired.push(old);
+        let limit = if wait {
+            pin_wait(self.front.len())
+        } else {
+            Duration::ZERO
+        };
+        if self.wait_back(limit) {
+            self.catch_up();
         }
     }
 
-    /// Drops the retired versions that no reader holds any more.
+    /// Drops the retired buffers that no reader holds any more.
     fn sweep(&mut self) {
         self.retired.retain(|v| Arc::strong_count(v) > 1);
     }

@@ -1,0 +1,463 @@
+//! End to end over HTTP: one loopback `informer serve` server (the HEAD Pod fixture re-keyed,
+//! ~13.5 KB per object), the same backlog of watch events drained by five clients in the same
+//! run:
+//!
+//! - (a) `raw-socket-drain`: a TCP socket reading the protobuf watch response and skipping
+//!   frames by their length prefix (the physical limit of this server, socket and machine);
+//! - (b) `informer-protobuf-metadata`: our informer (HttpListerWatcher → reflector → DeltaFIFO
+//!   → store → one handler) over protobuf, objects decoded metadata-only;
+//! - (c) `informer-protobuf-typed`: the same, the handler decoding every object into a typed
+//!   `k8s_pb` Pod;
+//! - (d) `informer-json`: our informer over JSON (same handler as (b));
+//! - (e) `kube-runtime-json`: kube-rs's `watcher` + `reflector` (typed `k8s_openapi` Pods over
+//!   JSON, the only encoding it speaks).
+//!
+//! Each iteration: the client lists and opens its watch while the server holds watch bodies
+//! (`ServerHandle::hold_watches`), the server makes `EVENTS` changes, then the timer starts,
+//! the hold is released and the timer stops when the client has seen the last change. Setup
+//! (list, generating the events) is not timed. Throughput is events/s; bytes per event of each
+//! encoding are printed at start.
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use futures_util::StreamExt;
+use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
+use informer::distributor::EventHandler;
+use informer::fifo::DeltaObject;
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
+use informer::object::{Object, parse_resource_version};
+use informer::server::{ServerConfig, ServerHandle, serve};
+use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Events drained per iteration.
+const EVENTS: u64 = 4_000;
+/// Objects on the server (listed, untimed, before each iteration).
+const OBJECTS: usize = 500;
+
+struct Env {
+    server_rt: tokio::runtime::Runtime,
+    client_rt: tokio::runtime::Runtime,
+    sim: SimServer,
+    handle: ServerHandle,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = default_fixtures_dir().unwrap();
+        let twin = informer::object::decode(
+            std::fs::read(dir.join("k8s-testdata/HEAD/core.v1.Pod.json"))
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+        let sim = SimServer::new(
+            SimConfig::new(Templates::head_pod(&dir).unwrap())
+                .seed(3)
+                .initial_objects(OBJECTS)
+                .target_objects(OBJECTS)
+                .history_window(4 * EVENTS as usize)
+                .flow_control(true),
+        )
+        .unwrap();
+        let rt = |name: &str| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name(name)
+                .enable_all()
+                .build()
+                .unwrap()
+        };
+        let server_rt = rt("server");
+        let client_rt = rt("client");
+        let handle = server_rt
+            .block_on(serve(
+                sim.clone(),
+                ServerConfig::default().json_twins(vec![twin]),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .unwrap();
+        Env {
+            server_rt,
+            client_rt,
+            sim,
+            handle,
+        }
+    }
+
+    fn url(&self) -> String {
+        self.handle.url()
+    }
+
+    /// Waits until a watch was opened after `before` opened ones (the client's is held now).
+    fn wait_for_watch(&self, before: u64) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.handle.stats().watches.load(Ordering::SeqCst) <= before {
+            assert!(
+                Instant::now() < deadline,
+                "the client never opened its watch"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// One timed drain: `start` sets the client up (list, watch held), then `EVENTS` changes
+    /// are made, then the clock runs from the release until `done` says the client saw the
+    /// last one.
+    fn drain<C>(
+        &self,
+        start: impl FnOnce(&Self) -> C,
+        done: impl FnOnce(&Self, C, u64),
+    ) -> Duration {
+        self.handle.hold_watches(true);
+        let before = self.handle.stats().watches.load(Ordering::SeqCst);
+        let client = start(self);
+        self.wait_for_watch(before);
+        let target = self.sim.step(EVENTS).unwrap();
+        let t0 = Instant::now();
+        self.handle.hold_watches(false);
+        done(self, client, target);
+        t0.elapsed()
+    }
+
+    fn client(&self) -> kube::Client {
+        self.client_rt
+            .block_on(
+                ClientOptions {
+                    server: Some(self.url()),
+                    ..Default::default()
+                }
+                .client(),
+            )
+            .unwrap()
+    }
+}
+
+/// Records the newest resourceVersion a handler saw; optionally decodes every object typed.
+struct Seen {
+    last: Arc<AtomicU64>,
+    typed: bool,
+}
+
+impl Seen {
+    fn see(&self, o: &Object) {
+        if self.typed {
+            let pod: k8s_pb::api::core::v1::Pod = o.decode().unwrap();
+            assert!(pod.spec.is_some());
+        }
+        if let Some(rv) = parse_resource_version(o.resource_version()) {
+            self.last.fetch_max(rv, Ordering::Release);
+        }
+    }
+}
+
+impl EventHandler for Seen {
+    fn on_add(&mut self, obj: &Arc<Object>, _: bool) {
+        self.see(obj);
+    }
+    fn on_update(&mut self, _: &Arc<Object>, new: &Arc<Object>) {
+        self.see(new);
+    }
+    fn on_delete(&mut self, obj: &DeltaObject) {
+        self.see(obj.object());
+    }
+}
+
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// (a): GET the protobuf watch on a plain socket, de-chunk, skip frames by length.
+fn raw_drain(env: &Env) -> Duration {
+    let addr = env.handle.local_addr();
+    env.drain(
+        |env| {
+            let rv = env.sim.resource_version();
+            env.client_rt.block_on(async move {
+                let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                s.set_nodelay(true).unwrap();
+                let req = format!(
+                    "GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/vnd.kubernetes.protobuf\r\n\r\n"
+                );
+                s.write_all(req.as_bytes()).await.unwrap();
+                s
+            })
+        },
+        |env, mut s, _| {
+            env.client_rt.block_on(async move {
+                let mut buf = vec![0u8; 256 * 1024];
+                let mut frames = RawFrames::default();
+                while frames.frames < EVENTS {
+                    let n = s.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "server closed the stream");
+                    frames.feed(&buf[..n]);
+                }
+            })
+        },
+    )
+}
+
+/// Counts protobuf watch frames in a chunked HTTP/1.1 response without copying payload.
+#[derive(Default)]
+struct RawFrames {
+    head_done: bool,
+    head: Vec<u8>,
+    /// Bytes left in the current HTTP chunk.
+    chunk_left: usize,
+    /// Pending chunk-size line.
+    line: Vec<u8>,
+    /// Bytes of the current frame still to skip, or of its 4-byte prefix gathered.
+    frame_left: usize,
+    prefix: Vec<u8>,
+    frames: u64,
+    /// Skip the CRLF after a chunk's data.
+    crlf: usize,
+}
+
+impl RawFrames {
+    fn feed(&mut self, mut data: &[u8]) {
+        if !self.head_done {
+            self.head.extend_from_slice(data);
+            let Some(i) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return;
+            };
+            self.head_done = true;
+            let rest = self.head.split_off(i + 4);
+            self.feed_body(&rest);
+            return;
+        }
+        while !data.is_empty() {
+            data = self.step(data);
+        }
+    }
+
+    fn feed_body(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            data = self.step(data);
+        }
+    }
+
+    fn step<'a>(&mut self, data: &'a [u8]) -> &'a [u8] {
+        if self.crlf > 0 {
+            let n = self.crlf.min(data.len());
+            self.crlf -= n;
+            return &data[n..];
+        }
+        if self.chunk_left == 0 {
+            // A chunk-size line.
+            match data.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    self.line.extend_from_slice(&data[..i]);
+                    let text = std::str::from_utf8(&self.line).unwrap().trim();
+                    let size = usize::from_str_radix(text.split(';').next().unwrap(), 16).unwrap();
+                    self.line.clear();
+                    self.chunk_left = size;
+                    if size == 0 {
+                        panic!("stream ended");
+                    }
+                    &data[i + 1..]
+                }
+                None => {
+                    self.line.extend_from_slice(data);
+                    &[]
+                }
+            }
+        } else {
+            let n = self.chunk_left.min(data.len());
+            self.frames_in(&data[..n]);
+            self.chunk_left -= n;
+            if self.chunk_left == 0 {
+                self.crlf = 2;
+            }
+            &data[n..]
+        }
+    }
+
+    fn frames_in(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.frame_left > 0 {
+                let n = self.frame_left.min(data.len());
+                self.frame_left -= n;
+                data = &data[n..];
+                if self.frame_left == 0 {
+                    self.frames += 1;
+                }
+                continue;
+            }
+            let need = 4 - self.prefix.len();
+            let n = need.min(data.len());
+            self.prefix.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.prefix.len() == 4 {
+                self.frame_left = u32::from_be_bytes(self.prefix[..4].try_into().unwrap()) as usize;
+                self.prefix.clear();
+                if self.frame_left == 0 {
+                    self.frames += 1;
+                }
+            }
+        }
+    }
+}
+
+/// (b), (c), (d): our informer over HTTP with one handler.
+fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
+    let client = env.client();
+    env.drain(
+        |env| {
+            let lw = HttpListerWatcher::new(
+                client,
+                ApiResource::core("v1", "pods", "Pod").with_protobuf(protobuf),
+            );
+            let informer = Informer::new(lw, InformerConfig::default());
+            let last = Arc::new(AtomicU64::new(0));
+            informer
+                .add_event_handler_with_options(
+                    Seen {
+                        last: last.clone(),
+                        typed,
+                    },
+                    HandlerOptions::new().name("seen"),
+                )
+                .unwrap();
+            informer.start(env.client_rt.handle());
+            (informer, last)
+        },
+        |_, (informer, last), target| {
+            wait_until("the informer's handler", || {
+                last.load(Ordering::Acquire) >= target
+            });
+            informer.shutdown();
+        },
+    )
+}
+
+/// (e): kube-runtime's watcher + reflector, typed `k8s_openapi` Pods over JSON.
+fn kube_runtime_drain(env: &Env) -> Duration {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube_runtime::{WatchStreamExt, reflector, watcher};
+    let client = env.client();
+    env.drain(
+        |env| {
+            let (reader, writer) = reflector::store::<Pod>();
+            let last = Arc::new(AtomicU64::new(0));
+            let seen = last.clone();
+            let api: kube::Api<Pod> = kube::Api::all(client);
+            let task = env.client_rt.spawn(
+                watcher(api, watcher::Config::default())
+                    .reflect(writer)
+                    .for_each(move |ev| {
+                        if let Ok(watcher::Event::Apply(p) | watcher::Event::Delete(p)) = &ev
+                            && let Some(rv) = p
+                                .metadata
+                                .resource_version
+                                .as_deref()
+                                .and_then(parse_resource_version)
+                        {
+                            seen.fetch_max(rv, Ordering::Release);
+                        }
+                        async {}
+                    }),
+            );
+            (task, reader, last)
+        },
+        |_, (task, reader, last), target| {
+            wait_until("kube-runtime's reflector", || {
+                last.load(Ordering::Acquire) >= target
+            });
+            assert!(reader.state().len() >= OBJECTS / 2);
+            task.abort();
+        },
+    )
+}
+
+fn bytes_per_event(env: &Env) {
+    // One drain of each encoding through our client, measuring the stream's bytes.
+    for protobuf in [true, false] {
+        let bytes = Arc::new(Mutex::new(0u64));
+        let b = bytes.clone();
+        let client = env.client();
+        env.drain(
+            |env| {
+                let lw = HttpListerWatcher::new(
+                    client,
+                    ApiResource::core("v1", "pods", "Pod").with_protobuf(protobuf),
+                );
+                let informer = Informer::new(lw, InformerConfig::default());
+                let last = Arc::new(AtomicU64::new(0));
+                informer
+                    .add_event_handler_with_options(
+                        Seen {
+                            last: last.clone(),
+                            typed: false,
+                        },
+                        HandlerOptions::new().name("seen"),
+                    )
+                    .unwrap();
+                informer.start(env.client_rt.handle());
+                (informer, last)
+            },
+            |_, (informer, last), target| {
+                wait_until("the informer", || last.load(Ordering::Acquire) >= target);
+                let m = informer.reflector_metrics().unwrap();
+                *b.lock().unwrap() = m.watch_bytes.load(Ordering::Relaxed);
+                informer.shutdown();
+            },
+        );
+        let total = *bytes.lock().unwrap();
+        eprintln!(
+            "e2e: {} watch stream: {:.0} bytes per event ({} events, {} bytes incl. bookmarks)",
+            if protobuf { "protobuf" } else { "JSON" },
+            total as f64 / EVENTS as f64,
+            EVENTS,
+            total
+        );
+    }
+}
+
+fn e2e(c: &mut Criterion) {
+    let env = Env::new();
+    bytes_per_event(&env);
+    let mut g = c.benchmark_group("e2e-http");
+    g.throughput(Throughput::Elements(EVENTS));
+    g.sample_size(10);
+    g.bench_function("a-raw-socket-drain", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| raw_drain(&env)).sum())
+    });
+    g.bench_function("b-informer-protobuf-metadata", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, false)).sum())
+    });
+    g.bench_function("c-informer-protobuf-typed", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, true)).sum())
+    });
+    g.bench_function("d-informer-json", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, false, false)).sum())
+    });
+    g.bench_function("e-kube-runtime-json", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| kube_runtime_drain(&env)).sum())
+    });
+    g.finish();
+    let Env {
+        server_rt,
+        client_rt,
+        handle,
+        ..
+    } = env;
+    server_rt.block_on(handle.shutdown());
+    drop(client_rt);
+}
+
+criterion_group!(benches, e2e);
+criterion_main!(benches);

@@ -1,0 +1,389 @@
+//! Store benchmarks: our store beside its baselines and the other candidate structures, on the
+//! same workload in the same run (see `store_baselines/mod.rs` for who is who and
+//! `store_baselines/workload.rs` for the objects: the real etcd Pod fixture re-keyed to
+//! 100 000 objects).
+//!
+//! - `store-read/{get,by-namespace}/{1,2}-reader/{idle,flood}`: read throughput with the writer
+//!   idle or flooding updates (each store's writer as fast as it goes, in its natural unit:
+//!   batches of 256 for the batched stores, one call per object for the others);
+//! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle and
+//!   under the flood, one reader;
+//! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
+//! - `store-write-parts`: what one indexed update of our store is made of.
+//!
+//! Default settings keep the whole run to a few minutes on 2 cores. `STORE_LATENCY=0` skips the
+//! latency report. Memory is measured by `benches/store_memory.rs` (a counting allocator would
+//! distort these timings).
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+#[path = "store_baselines/mod.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod store_baselines;
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use hdrhistogram::Histogram;
+use informer::store::{
+    Batch, LABELS_INDEX, NAMESPACE_INDEX, labels_index_func, namespace_index_func,
+};
+use store_baselines::{Candidate, Indexes, ReadSide, Workload, WriteSide};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Objects in every store.
+const N: usize = 100_000;
+/// Updates per flood step.
+const FLOOD_BATCH: usize = 256;
+/// Updates per measured write batch.
+const WRITE_BATCH: usize = 1000;
+/// How long each latency run lasts.
+const LATENCY_RUN: Duration = Duration::from_millis(500);
+
+fn workload() -> Arc<Workload> {
+    static W: OnceLock<Arc<Workload>> = OnceLock::new();
+    W.get_or_init(|| Arc::new(Workload::new(N, true))).clone()
+}
+
+/// The read candidates: every store with the namespace and labels indexes (kube-runtime has
+/// none), built once.
+fn read_candidates() -> &'static Mutex<Vec<Candidate>> {
+    static C: OnceLock<Mutex<Vec<Candidate>>> = OnceLock::new();
+    C.get_or_init(|| {
+        Mutex::new(wanted(store_baselines::all(
+            &workload(),
+            Indexes::Two,
+            true,
+        )))
+    })
+}
+
+/// A writer that does nothing: stands in while the real one floods on its own thread.
+struct Idle;
+impl WriteSide for Idle {
+    fn write(&mut self, _: &Workload, _: usize, _: usize) {}
+}
+
+struct Flood {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(Box<dyn WriteSide>, usize, Duration)>,
+}
+
+fn start_flood(c: &mut Candidate) -> Flood {
+    let mut writer = std::mem::replace(&mut c.writer, Box::new(Idle));
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = workload();
+    let flag = stop.clone();
+    let handle = thread::spawn(move || {
+        let start = Instant::now();
+        let mut pos = 0;
+        while !flag.load(Ordering::Relaxed) {
+            writer.write(&w, pos, FLOOD_BATCH);
+            pos += FLOOD_BATCH;
+        }
+        (writer, pos, start.elapsed())
+    });
+    Flood { stop, handle }
+}
+
+/// Stops a flood, gives the writer back, returns the updates per second it managed.
+fn stop_flood(c: &mut Candidate, f: Flood) -> f64 {
+    f.stop.store(true, Ordering::Relaxed);
+    let (writer, n, took) = f.handle.join().expect("flood thread");
+    c.writer = writer;
+    n as f64 / took.as_secs_f64()
+}
+
+#[derive(Clone, Copy)]
+enum ReadOp {
+    Get,
+    ByNamespace,
+}
+
+impl ReadOp {
+    fn name(self) -> &'static str {
+        match self {
+            ReadOp::Get => "get",
+            ReadOp::ByNamespace => "by-namespace",
+        }
+    }
+
+    fn run(self, r: &dyn ReadSide, rng: &mut fastrand::Rng) {
+        match self {
+            ReadOp::Get => {
+                black_box(r.get(rng.usize(..N)));
+            }
+            ReadOp::ByNamespace => {
+                black_box(
+                    r.by_namespace(rng.usize(..N / store_baselines::workload::PER_NAMESPACE)),
+                );
+            }
+        }
+    }
+}
+
+/// `iters` reads split across `readers` threads; the wall time from a common start until the
+/// last reader is done.
+fn run_readers(r: &Arc<dyn ReadSide>, readers: usize, iters: u64, op: ReadOp) -> Duration {
+    let per = iters.div_ceil(readers as u64).max(1);
+    let start = Barrier::new(readers);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..readers)
+            .map(|t| {
+                let start = &start;
+                let r = r.clone();
+                s.spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(0x5eed + t as u64 * 7919 + iters);
+                    start.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..per {
+                        op.run(&*r, &mut rng);
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("reader"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+fn reads(c: &mut Criterion) {
+    let mut cands = read_candidates().lock().unwrap();
+    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+        for readers in [1, 2] {
+            for flood in [false, true] {
+                let mut g = c.benchmark_group(format!(
+                    "store-read/{}/{readers}-reader/{}",
+                    op.name(),
+                    if flood { "flood" } else { "idle" }
+                ));
+                g.sample_size(10)
+                    .warm_up_time(Duration::from_millis(300))
+                    .measurement_time(Duration::from_millis(1200))
+                    .throughput(Throughput::Elements(1));
+                for cand in cands.iter_mut() {
+                    let running = flood.then(|| start_flood(cand));
+                    let reader = cand.reader.clone();
+                    g.bench_function(cand.name, |b| {
+                        b.iter_custom(|iters| run_readers(&reader, readers, iters, op))
+                    });
+                    if let Some(f) = running {
+                        let rate = stop_flood(cand, f);
+                        eprintln!(
+                            "    (flood writer of {}: {rate:.0} updates/s {})",
+                            cand.name,
+                            cand.writer.stats()
+                        );
+                    }
+                }
+                g.finish();
+            }
+        }
+    }
+}
+
+/// One reader for [`LATENCY_RUN`], each operation timed.
+fn latency_run(r: &Arc<dyn ReadSide>, op: ReadOp) -> Histogram<u64> {
+    let r = r.clone();
+    thread::spawn(move || {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("histogram");
+        let mut rng = fastrand::Rng::with_seed(42);
+        let end = Instant::now() + LATENCY_RUN;
+        loop {
+            let t0 = Instant::now();
+            op.run(&*r, &mut rng);
+            let t1 = Instant::now();
+            h.saturating_record((t1 - t0).as_nanos() as u64);
+            if t1 >= end {
+                break;
+            }
+        }
+        h
+    })
+    .join()
+    .expect("latency reader")
+}
+
+fn latency(_: &mut Criterion) {
+    if std::env::var("STORE_LATENCY").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let mut cands = read_candidates().lock().unwrap();
+    println!(
+        "\nReader latency, 1 reader, {} objects, {} ms per run (ns; flood = the store's own writer as fast as it goes)",
+        N,
+        LATENCY_RUN.as_millis()
+    );
+    println!(
+        "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>12} {:>14}",
+        "op", "store", "idle p50", "idle p99", "flood p50", "flood p99", "p99 ratio", "flood upd/s"
+    );
+    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+        for cand in cands.iter_mut() {
+            let idle = latency_run(&cand.reader, op);
+            let f = start_flood(cand);
+            let flooded = latency_run(&cand.reader, op);
+            let rate = stop_flood(cand, f);
+            let (i99, f99) = (
+                idle.value_at_quantile(0.99),
+                flooded.value_at_quantile(0.99),
+            );
+            println!(
+                "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>11.2}x {:>14.0}",
+                op.name(),
+                cand.name,
+                idle.value_at_quantile(0.5),
+                i99,
+                flooded.value_at_quantile(0.5),
+                f99,
+                f99 as f64 / i99.max(1) as f64,
+                rate
+            );
+        }
+    }
+    println!();
+}
+
+/// Candidates to build: all, or those whose name contains one of the comma-separated words of
+/// `STORE_BENCH_ONLY` (to iterate on one structure without building the others).
+fn wanted(cands: Vec<Candidate>) -> Vec<Candidate> {
+    match std::env::var("STORE_BENCH_ONLY") {
+        Ok(only) => cands
+            .into_iter()
+            .filter(|c| only.split(',').any(|w| c.name.contains(w.trim())))
+            .collect(),
+        Err(_) => cands,
+    }
+}
+
+/// Times `f` in CPU time of the calling thread: the single-threaded write benches are then not
+/// distorted by other work on this shared machine preempting the bench (wall time is what the
+/// multi-threaded read benches measure, where waiting is part of the result).
+fn cpu_timed(f: impl FnOnce()) -> Duration {
+    let t0 = cpu_time::ThreadTime::now();
+    f();
+    t0.elapsed()
+}
+
+fn writes(c: &mut Criterion) {
+    let w = workload();
+    for indexes in [Indexes::Zero, Indexes::Two, Indexes::Four] {
+        let mut cands = wanted(store_baselines::all(&w, indexes, false));
+        let mut g = c.benchmark_group(format!("store-write/{}-indexes", indexes.count()));
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(300))
+            .measurement_time(Duration::from_millis(1500))
+            .throughput(Throughput::Elements(WRITE_BATCH as u64));
+        for cand in cands.iter_mut() {
+            let mut pos = 0;
+            g.bench_function(cand.name, |b| {
+                b.iter_custom(|iters| {
+                    cpu_timed(|| {
+                        for _ in 0..iters {
+                            cand.writer.write(&w, pos, WRITE_BATCH);
+                            pos += WRITE_BATCH;
+                        }
+                    })
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
+/// What an update of our store is made of: the same 1 000-update batches with fewer parts.
+fn write_parts(c: &mut Criterion) {
+    let w = workload();
+    let mut g = c.benchmark_group("store-write-parts");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1000))
+        .throughput(Throughput::Elements(WRITE_BATCH as u64));
+    let mut pos = 0;
+    g.bench_function(
+        "floor: one HashMap insert per update (key allocated)",
+        |b| {
+            let mut map: std::collections::HashMap<_, _, foldhash::fast::RandomState> =
+                w.objects.iter().map(|o| (o.key(), o.clone())).collect();
+            b.iter_custom(|iters| {
+                cpu_timed(|| {
+                    for _ in 0..iters {
+                        for p in pos..pos + WRITE_BATCH {
+                            let o = w.update(p).1;
+                            black_box(map.insert(o.key(), o.clone()));
+                        }
+                        pos += WRITE_BATCH;
+                    }
+                })
+            })
+        },
+    );
+    g.bench_function("building the Batch", |b| {
+        b.iter_custom(|iters| {
+            cpu_timed(|| {
+                for _ in 0..iters {
+                    let mut batch = Batch::with_capacity(WRITE_BATCH);
+                    for p in pos..pos + WRITE_BATCH {
+                        batch.add(w.update(p).1.clone());
+                    }
+                    pos += WRITE_BATCH;
+                    black_box(batch);
+                }
+            })
+        })
+    });
+    // The provided functions wrapped in new closures: the store no longer recognises them and
+    // calls them on the old and the new object, as it does any caller's function.
+    let (ns, labels) = (namespace_index_func(), labels_index_func());
+    let opaque = informer::store::StoreConfig::default()
+        .without_indexers()
+        .indexer(NAMESPACE_INDEX, informer::store::index_func(move |o| ns(o)))
+        .indexer(
+            LABELS_INDEX,
+            informer::store::index_func(move |o| labels(o)),
+        );
+    let stores = [
+        (
+            "apply, 0 indexes",
+            store_baselines::ours::config(Indexes::Zero),
+        ),
+        (
+            "apply, 2 provided indexes",
+            store_baselines::ours::config(Indexes::Two),
+        ),
+        ("apply, 2 indexes as opaque functions", opaque),
+    ];
+    for (name, config) in stores {
+        let (_r, mut writer) = informer::store::store(config);
+        writer.replace(w.objects.iter().cloned(), 1).unwrap();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                cpu_timed(|| {
+                    for _ in 0..iters {
+                        let mut batch = Batch::with_capacity(WRITE_BATCH);
+                        for p in pos..pos + WRITE_BATCH {
+                            batch.add(w.update(p).1.clone());
+                        }
+                        pos += WRITE_BATCH;
+                        black_box(writer.apply(batch).unwrap());
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, write_parts, writes, reads, latency);
+criterion_main!(benches);

@@ -1,0 +1,118 @@
+//! What `benches/store.rs` and `benches/store_memory.rs` compare: the same workload (the real
+//! etcd Pod fixture re-keyed to N objects) in our store and in every baseline and candidate
+//! structure, behind one small read/write interface.
+//!
+//! Baselines (other people's designs):
+//! - [`kube`]: kube-runtime's `reflector::store` (`RwLock<AHashMap<ObjectRef, Arc<Pod>>>`, no
+//!   indexes), filled offline through its `Writer`;
+//! - [`client_go`]: a port of client-go's `threadSafeMap` (one `RwLock` over the items map
+//!   and the index maps);
+//! - [`locked`]: `parking_lot::RwLock<HashMap>` with index maps in the same lock, batches
+//!   applied under one write lock (the obvious Rust design);
+//! - [`dash`]: dashmap for items and for each index (per-shard locks, no cross-map atomicity).
+//!
+//! Candidate structures for our store (the consistency contract: lock-free readers, snapshots
+//! consistent across shards):
+//! - the store in `src/store` (left-right double buffer behind arc-swap);
+//! - [`imbl_store`]: the previous design, imbl persistent HAMTs behind one arc-swap;
+//! - [`cow_shards`]: per-shard copy-on-write hash maps behind one arc-swap.
+
+pub mod client_go;
+pub mod cow_shards;
+pub mod dash;
+pub mod imbl_store;
+pub mod kube;
+pub mod locked;
+pub mod ours;
+pub mod workload;
+
+use std::sync::Arc;
+
+use informer::store::{
+    IndexFunc, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, UID_INDEX, labels_index_func,
+    namespace_index_func, owner_uid_index_func, uid_index_func,
+};
+
+pub use workload::Workload;
+
+/// The read side of a store under test. Keys and index values are given as positions in the
+/// [`Workload`] so that each store can prepare them in its own key type beforehand.
+pub trait ReadSide: Send + Sync {
+    /// Looks up the object with key number `i` (taking a reference to it, dropped on return);
+    /// whether it was found.
+    fn get(&self, i: usize) -> bool;
+    /// Objects in namespace number `ns` (through the namespace index where the store has one);
+    /// how many.
+    fn by_namespace(&self, ns: usize) -> usize;
+}
+
+/// The write side of a store under test.
+pub trait WriteSide: Send {
+    /// Applies `n` updates, positions `pos..pos + n` of the workload's update cycle, in the
+    /// store's natural unit: one batch where it has batches, else one call per object.
+    fn write(&mut self, w: &Workload, pos: usize, n: usize);
+    /// Anything worth printing after a flood.
+    fn stats(&self) -> String {
+        String::new()
+    }
+}
+
+/// A store under test.
+pub struct Candidate {
+    pub name: &'static str,
+    pub reader: Arc<dyn ReadSide>,
+    pub writer: Box<dyn WriteSide>,
+}
+
+/// The index sets of the write benches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Indexes {
+    /// No index at all.
+    Zero,
+    /// namespace only (the store's default).
+    One,
+    /// namespace + labels.
+    Two,
+    /// namespace + labels + owner UID + UID.
+    Four,
+}
+
+impl Indexes {
+    pub fn count(self) -> usize {
+        match self {
+            Indexes::Zero => 0,
+            Indexes::One => 1,
+            Indexes::Two => 2,
+            Indexes::Four => 4,
+        }
+    }
+
+    /// Names and functions, the namespace index first.
+    pub fn funcs(self) -> Vec<(&'static str, IndexFunc)> {
+        let all = [
+            (NAMESPACE_INDEX, namespace_index_func()),
+            (LABELS_INDEX, labels_index_func()),
+            (OWNER_UID_INDEX, owner_uid_index_func()),
+            (UID_INDEX, uid_index_func()),
+        ];
+        all.into_iter().take(self.count()).collect()
+    }
+}
+
+/// Every candidate and baseline that supports `indexes` (kube-runtime has no indexes: only
+/// with [`Indexes::Zero`], or when `with_kube` asks for it regardless, for reads, where its
+/// namespace query is a filtered scan), filled with the workload.
+pub fn all(w: &Arc<Workload>, indexes: Indexes, with_kube: bool) -> Vec<Candidate> {
+    let mut out = vec![
+        ours::build(w, indexes),
+        imbl_store::build(w, indexes),
+        cow_shards::build(w, indexes),
+        locked::build(w, indexes),
+        dash::build(w, indexes),
+        client_go::build(w, indexes),
+    ];
+    if with_kube || indexes == Indexes::Zero {
+        out.push(kube::build(w));
+    }
+    out
+}

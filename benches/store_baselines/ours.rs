@@ -1,0 +1,77 @@
+//! The store under test: `informer::store` (left-right double buffer behind arc-swap).
+
+use std::sync::Arc;
+
+use informer::object::ObjectKey;
+use informer::store::{Batch, NAMESPACE_INDEX, Store, StoreConfig, Writer, store};
+
+use super::{Candidate, Indexes, ReadSide, Workload, WriteSide};
+
+struct Reader {
+    store: Store,
+    keys: Vec<ObjectKey>,
+    namespaces: Vec<String>,
+}
+
+impl ReadSide for Reader {
+    fn get(&self, i: usize) -> bool {
+        self.store.get(&self.keys[i]).is_some()
+    }
+
+    fn by_namespace(&self, ns: usize) -> usize {
+        self.store
+            .by_index(NAMESPACE_INDEX, &self.namespaces[ns])
+            .map(|v| v.len())
+            .unwrap_or(0)
+    }
+}
+
+struct W(Writer);
+
+impl WriteSide for W {
+    fn write(&mut self, w: &Workload, pos: usize, n: usize) {
+        let mut batch = Batch::with_capacity(n);
+        for p in pos..pos + n {
+            batch.add(w.update(p).1.clone());
+        }
+        self.0
+            .apply(batch)
+            .expect("index functions never fail here");
+    }
+
+    fn stats(&self) -> String {
+        format!("{} buffer copies so far", self.0.buffer_copies())
+    }
+}
+
+/// The config of a store with `indexes`.
+pub fn config(indexes: Indexes) -> StoreConfig {
+    indexes
+        .funcs()
+        .into_iter()
+        .fold(StoreConfig::default().without_indexers(), |c, (n, f)| {
+            c.indexer(n, f)
+        })
+}
+
+/// Fills a store through one `replace` (what an informer's initial list does).
+pub fn filled(w: &Workload, indexes: Indexes) -> (Store, Writer) {
+    let (reader, mut writer) = store(config(indexes));
+    writer
+        .replace(w.objects.iter().cloned(), 1)
+        .expect("index functions never fail here");
+    (reader, writer)
+}
+
+pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
+    let (store, writer) = filled(w, indexes);
+    Candidate {
+        name: "informer (left-right)",
+        reader: Arc::new(Reader {
+            store,
+            keys: w.keys.clone(),
+            namespaces: w.namespaces.clone(),
+        }),
+        writer: Box::new(W(writer)),
+    }
+}

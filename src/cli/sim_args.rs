@@ -1,0 +1,147 @@
+//! The simulator's command-line flags shared by `informer serve` and `informer flood`: which
+//! fixture objects are stamped from (with their JSON twins, for JSON clients of a protobuf
+//! server), and the one place where server behaviour flags become a [`SimConfig`].
+
+use std::path::{Path, PathBuf};
+
+use informer::object::{self, Object};
+use std::time::Duration;
+
+use informer::sim::{Fault, SimConfig, SimServer, Templates, default_fixtures_dir};
+
+/// The JSON twin of `k8s-testdata/HEAD/core.v1.Pod.pb`: the same round-trip object in JSON.
+const HEAD_POD_JSON: &str = "k8s-testdata/HEAD/core.v1.Pod.json";
+/// The JSON twin of `real/auger-etcd-real-protobuf/storage__pod.bin`: the same Pod as the etcd dump's JSON.
+const ETCD_POD_JSON: &str = "real/auger-etcd-real-protobuf/json__pod.json";
+
+/// Which fixture objects are stamped from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Template {
+    /// `k8s-testdata/HEAD/core.v1.Pod.pb`: every Pod field set (13.5 KB protobuf).
+    HeadPod,
+    /// The real Pod an API server stored in etcd (1.6 KB protobuf).
+    EtcdPod,
+    /// Both protobuf Pods, alternating.
+    ProtobufPods,
+    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path.
+    OpenshiftJson,
+}
+
+/// The fixtures directory: `--fixtures` or the default search.
+pub(crate) fn fixtures_dir(flag: Option<&PathBuf>) -> Result<PathBuf, String> {
+    match flag {
+        Some(d) => Ok(d.clone()),
+        None => default_fixtures_dir().map_err(|e| e.to_string()),
+    }
+}
+
+/// The templates of `template`, and for protobuf templates their JSON twins (same order).
+pub(crate) fn load_templates(
+    template: Template,
+    dir: &Path,
+) -> Result<(Templates, Option<Vec<Object>>), String> {
+    let twin = |p: &str| -> Result<Object, String> {
+        let path = dir.join(p);
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        object::decode(bytes.into()).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let (templates, twins) = match template {
+        Template::HeadPod => (Templates::head_pod(dir), Some(vec![twin(HEAD_POD_JSON)?])),
+        Template::EtcdPod => (Templates::etcd_pod(dir), Some(vec![twin(ETCD_POD_JSON)?])),
+        Template::ProtobufPods => (
+            Templates::protobuf_pods(dir),
+            Some(vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?]),
+        ),
+        Template::OpenshiftJson => (Templates::openshift_json(dir), None),
+    };
+    Ok((templates.map_err(|e| e.to_string())?, twins))
+}
+
+/// Server behaviour flags. Each one left unset keeps the value of the command's base
+/// configuration; [`SimFlags::apply`] is the only place that turns them into [`SimConfig`]
+/// fields (fault switches belong here too).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct SimFlags {
+    /// Events kept for watches (the watch cache window); older resourceVersions get 410.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub(crate) history_window: Option<u64>,
+    /// Lossless flow control: never drop history a watcher still needs, slow the flood down
+    /// instead (no real server does this; on by default for `flood`, off for `serve`).
+    #[arg(long)]
+    pub(crate) flow_control: Option<bool>,
+    /// Namespaces objects are spread over (`ns-0`, `ns-1`, ...).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) namespaces: Option<u32>,
+    /// A BOOKMARK every this many resourceVersions (0 = only idle bookmarks).
+    #[arg(long)]
+    pub(crate) bookmark_every: Option<u64>,
+    /// Largest list page served, whatever `limit` asks for.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_page_size: Option<u32>,
+    /// Reject streaming lists (`sendInitialEvents`) with 422, as a server without WatchList.
+    #[arg(long)]
+    pub(crate) no_watch_list: bool,
+    /// Standing fault: every watch stream ends cleanly after this many events.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) watch_close_after: Option<u64>,
+    /// Standing fault: lists (but quorum reads) are served this many resourceVersions behind.
+    #[arg(long)]
+    pub(crate) list_lag: Option<u64>,
+    /// Standing fault: `continue` tokens expire (410) after this many seconds.
+    #[arg(long)]
+    pub(crate) continue_ttl: Option<f64>,
+    /// A BOOKMARK every this many seconds on watches that allow them (0 = none but
+    /// `--bookmark-every`).
+    #[arg(long)]
+    pub(crate) bookmark_interval: Option<f64>,
+    /// One-shot faults armed at start, repeatable: `list:410`, `list:429:3`, `watch:500`,
+    /// `watch:too-large`, `watch:refused`, `stream:close@100`, `stream:410`, `stream:corrupt`,
+    /// `stream:oversized`, `stream:stall`, `stream:reset@10` (see `informer::sim::Fault`; more
+    /// can be armed while serving with `POST /informer/v1/faults?fault=SPEC`).
+    #[arg(long = "fault", value_name = "SPEC")]
+    pub(crate) faults: Vec<Fault>,
+}
+
+impl SimFlags {
+    /// `base` with every flag that was given applied.
+    pub(crate) fn apply(&self, mut cfg: SimConfig) -> SimConfig {
+        if let Some(w) = self.history_window {
+            cfg = cfg.history_window(w as usize);
+        }
+        if let Some(f) = self.flow_control {
+            cfg = cfg.flow_control(f);
+        }
+        if let Some(n) = self.namespaces {
+            cfg = cfg.namespaces(n);
+        }
+        if let Some(b) = self.bookmark_every {
+            cfg = cfg.bookmark_every(b);
+        }
+        if let Some(p) = self.max_page_size {
+            cfg = cfg.max_page_size(Some(p));
+        }
+        if self.no_watch_list {
+            cfg = cfg.watch_list(false);
+        }
+        if let Some(n) = self.watch_close_after {
+            cfg = cfg.watch_close_after(Some(n));
+        }
+        if let Some(n) = self.list_lag {
+            cfg = cfg.list_lag(n);
+        }
+        if let Some(t) = self.continue_ttl {
+            cfg = cfg.continue_ttl(Some(Duration::from_secs_f64(t.max(0.0))));
+        }
+        if let Some(t) = self.bookmark_interval {
+            cfg = cfg.bookmark_interval((t > 0.0).then(|| Duration::from_secs_f64(t)));
+        }
+        cfg
+    }
+
+    /// Arms the one-shot faults on `sim`.
+    pub(crate) fn arm(&self, sim: &SimServer) {
+        for f in &self.faults {
+            sim.inject(*f);
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! `informer serve`: the simulated API server ([`SimServer`]) on a real socket, speaking the
+//! Kubernetes HTTP API well enough for clients written by others (kubectl, kube-rs, client-go)
+//! and for [`crate::client::HttpListerWatcher`].
+//!
+//! What it serves (hyper 1, HTTP/1.1, on the address given, normally 127.0.0.1):
+//! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>`,
+//!   `/apis/<group>/<version>` (legacy documents in JSON; clients asking for aggregated
+//!   discovery fall back to them), `/healthz`, `/livez`, `/readyz`;
+//! - the simulator's resource, cluster-wide and per namespace
+//!   (`/api/v1[/namespaces/<ns>]/pods[/<name>]`, `/apis/<group>/<version>/...`): get, list
+//!   with `limit`/`continue`, `resourceVersion` and `resourceVersionMatch`, watch (`watch=1` or
+//!   the legacy `/watch/` prefix) with `allowWatchBookmarks`, `timeoutSeconds` and streaming
+//!   lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`); the field selectors
+//!   `metadata.name` and `metadata.namespace`; label selectors go to the simulator (which
+//!   answers 400: it does not evaluate them);
+//! - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
+//!   templates' JSON twins ([`JsonTranscoder`]); Table and PartialObjectMetadata requests get a
+//!   plain list (kubectl prints it with default columns);
+//! - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
+//!   older than the history window (watches get an ERROR event 410, as from a real server),
+//!   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 422;
+//! - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
+//!   N changes (honouring flow control) and answers the resulting resourceVersion;
+//!   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
+//!   ([`crate::sim::Fault`]); `GET /informer/v1/stats`.
+//!
+//! Simulator faults reach clients as a real server's failures would: error answers as
+//! `Status` responses, `refused` as a connection closed without an answer, stream faults
+//! (close, ERROR 410, corrupt or oversized frames, stall, reset) on the wire as the simulator
+//! produces them (a reset cuts the HTTP response mid-body). Watches that this layer re-encodes
+//! (other encoding, filtered) cut the response instead of forwarding a corrupt frame.
+//!
+//! Watches whose encoding is the simulator's and that filter nothing stream the simulator's
+//! chunks as they are (no decode, no copy in this layer); others are decoded, filtered and
+//! re-encoded chunk by chunk.
+
+mod api;
+mod discovery;
+mod filter;
+mod negotiate;
+mod transcode;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+pub use api::ServerStats;
+pub use discovery::ServedResource;
+pub use transcode::{JsonTranscoder, TranscodeError};
+
+use crate::object::{GroupVersionKind, Object};
+use crate::sim::{SimError, SimServer};
+
+/// How the simulator's resource is presented over HTTP.
+#[derive(Clone, Debug, Default)]
+pub struct ServerConfig {
+    /// The resource as discovery shows it. Default: from the simulator (its
+    /// [`crate::sim::SimConfig::resource`] plural, the templates' kind, namespaced when the
+    /// templates have a namespace; short name `po` for pods).
+    pub resource: Option<ServedResource>,
+    /// JSON twins of the simulator's protobuf templates (same order), so that JSON clients
+    /// can be answered; `None` = protobuf clients only (JSON simulators need none).
+    pub json_twins: Option<Vec<Object>>,
+}
+
+impl ServerConfig {
+    /// Sets [`ServerConfig::json_twins`].
+    #[must_use]
+    pub fn json_twins(mut self, twins: Vec<Object>) -> Self {
+        self.json_twins = Some(twins);
+        self
+    }
+
+    /// Sets [`ServerConfig::resource`].
+    #[must_use]
+    pub fn resource(mut self, resource: ServedResource) -> Self {
+        self.resource = Some(resource);
+        self
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The JSON twins do not fit the templates.
+    #[error("JSON twins: {0}")]
+    Twins(#[from] TranscodeError),
+    /// Binding or configuring the socket failed.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The resource a simulator serves, as discovery describes it by default.
+pub fn served_resource(sim: &SimServer) -> ServedResource {
+    let gvk = sim.gvk();
+    let plural = sim.config().resource.clone();
+    let namespaced = sim
+        .config()
+        .templates
+        .objects()
+        .iter()
+        .any(|o| !o.namespace().is_empty());
+    let short_names = match (gvk.group.as_str(), plural.as_str()) {
+        ("", "pods") => vec!["po".to_owned()],
+        ("", "nodes") => vec!["no".to_owned()],
+        ("", "configmaps") => vec!["cm".to_owned()],
+        ("", "services") => vec!["svc".to_owned()],
+        ("apps", "deployments") => vec!["deploy".to_owned()],
+        _ => vec![],
+    };
+    ServedResource {
+        group: gvk.group.clone(),
+        version: gvk.version.clone(),
+        singular: gvk.kind.to_lowercase(),
+        kind: gvk.kind.clone(),
+        plural,
+        namespaced,
+        short_names,
+    }
+}
+
+/// A running HTTP server. Dropping the handle leaves it running until its runtime stops;
+/// [`ServerHandle::shutdown`] stops it and closes every connection.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    hold: watch::Sender<bool>,
+    stats: Arc<ServerStats>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address (with the port chosen when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`: what to give kubectl's `--server` or [`crate::client::ClientOptions`].
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's counters.
+    pub fn stats(&self) -> &Arc<ServerStats> {
+        &self.stats
+    }
+
+    /// While `true`, watch responses are sent (status and headers) but their body is held
+    /// before the first byte; the simulator's watcher is already registered at its start
+    /// resourceVersion. Releasing (`false`) lets every held stream go. For benchmarks that
+    /// prepare a backlog of events and then measure how fast clients drain it.
+    pub fn hold_watches(&self, hold: bool) {
+        self.hold.send_replace(hold);
+    }
+
+    /// Stops accepting, closes every connection (open watches end abruptly) and waits for the
+    /// accept loop to finish.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the stop is signalled before the first await.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        self.hold.send_replace(false);
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.task.is_some() {
+            self.stop.send_replace(true);
+        }
+    }
+}
+
+/// Serves `sim` over HTTP on `addr` (`127.0.0.1:0` for any free port). The accept loop and
+/// one task per connection run on the current tokio runtime.
+///
+/// # Errors
+/// [`ServerError::Bind`]; [`ServerError::Twins`] when the JSON twins do not fit.
+///
+/// # Panics
+/// Outside a tokio runtime with I/O enabled.
+pub async fn serve(
+    sim: SimServer,
+    config: ServerConfig,
+    addr: SocketAddr,
+) -> Result<ServerHandle, ServerError> {
+    let json = match &config.json_twins {
+        Some(twins) => Some(JsonTranscoder::new(&sim.config().templates, twins)?),
+        None => None,
+    };
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let resource = config
+        .resource
+        .clone()
+        .unwrap_or_else(|| served_resource(&sim));
+    let list_gvk = {
+        let g = sim.gvk();
+        GroupVersionKind::new(&g.group, &g.version, &format!("{}List", g.kind))
+    };
+    let (hold, _) = watch::channel(false);
+    let (stop, mut stop_rx) = watch::channel(false);
+    let stats = Arc::new(ServerStats::default());
+    let api = Arc::new(api::Api {
+        sim,
+        resource,
+        json,
+        hold: hold.clone(),
+        stats: stats.clone(),
+        addr: local,
+        list_gvk,
+    });
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                () = stopped(&mut stop_rx) => break,
+                accepted = listener.accept() => {
+                    let Ok((tcp, _)) = accepted else {
+                        // Out of file descriptors and the like: wait a little, go on.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let _ = tcp.set_nodelay(true);
+                    let api = api.clone();
+                    conns.spawn(async move {
+                        let svc = service_fn(move |req| {
+                            let api = api.clone();
+                            async move {
+                                let r = api.handle(req).await;
+                                if r.extensions().get::<api::DropConnection>().is_some() {
+                                    // hyper closes the connection without an answer.
+                                    return Err(std::io::Error::other("simulated connection failure"));
+                                }
+                                Ok(r)
+                            }
+                        });
+                        // A client going away mid-response is normal for watches.
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(tcp), svc)
+                            .await;
+                    });
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        conns.abort_all();
+        while conns.join_next().await.is_some() {}
+    });
+    Ok(ServerHandle {
+        addr: local,
+        stop,
+        hold,
+        stats,
+        task: Some(task),
+    })
+}
+
+/// Resolves once the stop flag is set (or its sender is gone).
+async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Changes objects at `rate` events per second until cancelled (`informer serve --rate`):
+/// every 10 ms, the changes due since the start are made with [`SimServer::flood`] (which
+/// waits for slow watchers when flow control is on, so the rate is then an upper bound).
+///
+/// # Errors
+/// The simulator's [`SimError`].
+///
+/// # Cancel safety
+/// Cancel safe: changes are made in whole batches.
+pub async fn drive(sim: &SimServer, rate: f64) -> Result<(), SimError> {
+    if rate <= 0.0 {
+        return std::future::pending().await;
+    }
+    let start = tokio::time::Instant::now();
+    let mut made = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let due = (start.elapsed().as_secs_f64() * rate) as u64;
+        if due > made {
+            sim.flood(due - made).await?;
+            made = due;
+        }
+    }
+}

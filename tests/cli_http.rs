@@ -1,0 +1,153 @@
+//! The HTTP subcommands as a user runs them: `informer serve` prints its URL and serves;
+//! `informer flood --transport http --server URL` floods it through the control endpoint and
+//! verifies the informer's store against an exact list; `informer watch` prints a live summary
+//! and a final report; `informer flood --transport http` (server in the same process) verifies.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_informer"))
+}
+
+/// Starts `informer serve` with `args`; returns the child and the URL it printed.
+fn serve(args: &[&str]) -> (Child, String) {
+    let mut child = bin()
+        .arg("serve")
+        .args(args)
+        .args(["--status-every", "0", "--duration", "120"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
+#[test]
+fn flood_through_a_running_informer_serve() {
+    let (mut server, url) = serve(&[
+        "--objects",
+        "300",
+        "--flow-control",
+        "true",
+        "--template",
+        "etcd-pod",
+    ]);
+    let out = bin()
+        .args([
+            "flood",
+            "--transport",
+            "http",
+            "--server",
+            &url,
+            "--events",
+            "3000",
+            "--handlers",
+            "2",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["relists"], 0, "{v}");
+    assert!(v["transport"].as_str().unwrap().starts_with("http"), "{v}");
+    assert!(v["objects"].as_u64().unwrap() >= 300, "{v}");
+
+    // The same server, watched with the live summary for a moment.
+    let out = bin()
+        .args([
+            "watch",
+            "--server",
+            &url,
+            "--resource",
+            "po",
+            "--interval",
+            "0.3",
+            "--duration",
+            "1.5",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("watching /api/v1/pods (kind Pod)"), "{text}");
+    assert!(text.contains("final report"), "{text}");
+    assert!(text.contains("synced:            true"), "{text}");
+    let objects = v["objects"].as_u64().unwrap();
+    assert!(
+        text.contains(&format!("objects:           {objects} in 10 namespaces")),
+        "{text}"
+    );
+    server.kill().ok();
+    server.wait().ok();
+}
+
+#[test]
+fn flood_over_http_in_one_process_in_both_encodings() {
+    for accept in ["protobuf", "json"] {
+        let out = bin()
+            .args([
+                "flood",
+                "--transport",
+                "http",
+                "--accept",
+                accept,
+                "--objects",
+                "300",
+                "--events",
+                "3000",
+                "--handlers",
+                "1",
+                "--template",
+                "head-pod",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(v["verified"], true, "{accept}: {v}");
+        assert!(
+            v["watch_bytes"].as_u64().unwrap() > 3000 * 10_000,
+            "{accept}: {v}"
+        );
+    }
+}
+
+#[test]
+fn watch_reports_a_missing_resource() {
+    let (mut server, url) = serve(&["--objects", "10"]);
+    let out = bin()
+        .args([
+            "watch",
+            "--server",
+            &url,
+            "--resource",
+            "deployments.apps",
+            "--duration",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("doesn't have a resource type"), "{err}");
+    server.kill().ok();
+    server.wait().ok();
+}
