@@ -851,6 +851,15 @@ async fn deployments_are_named_by_app_and_own_nothing() {
         assert!(m.generate_name.is_empty());
         assert_eq!(d.gvk().kind, "Deployment");
     }
+    // More initial objects than names: the server holds one per namespace and app.
+    let full = SimServer::new(
+        SimConfig::new(Templates::deployments(&dir).unwrap())
+            .namespaces(3)
+            .apps(5)
+            .initial_objects(100),
+    )
+    .unwrap();
+    assert_eq!(full.stats().objects, 15);
     // A Deployment created by name takes its app from the name.
     let d = sim.delete(truth.objects.keys().next().unwrap()).unwrap();
     let again = sim.create(d.namespace(), d.name()).unwrap();

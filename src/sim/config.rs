@@ -51,7 +51,8 @@ pub struct SimConfig {
     pub namespaces: u32,
     /// Distinct `app` label values, `app-0`… (default 50).
     pub apps: u32,
-    /// Objects created when the server is built (default 0).
+    /// Objects created when the server is built (default 0). A server of Deployments creates
+    /// at most `namespaces * apps` (one per namespace and app).
     pub initial_objects: usize,
     /// Whether a generated update ([`super::SimServer::update`] and the flood's) also moves
     /// the object to a template picked at random, the current one included (default false:

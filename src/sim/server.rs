@@ -205,7 +205,8 @@ impl SimServer {
         let state = State::new(&config)?;
         let codec = state.codec.clone();
         let (rv_tx, _) = watch::channel(state.rv);
-        let initial = config.initial_objects;
+        // A server of Deployments cannot hold more than one per namespace and app.
+        let initial = config.initial_objects.min(super::state::capacity(&config));
         let sim = SimServer {
             shared: Arc::new(Shared {
                 cfg: config,

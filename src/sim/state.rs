@@ -30,6 +30,16 @@ fn named_by_app(cfg: &SimConfig) -> bool {
     gvk.group == "apps" && gvk.kind == "Deployment"
 }
 
+/// Most objects a server can hold: `namespaces * apps` Deployments (one per namespace and
+/// app); unbounded for other kinds.
+pub(crate) fn capacity(cfg: &SimConfig) -> usize {
+    if named_by_app(cfg) {
+        cfg.namespaces.max(1) as usize * cfg.apps.max(1) as usize
+    } else {
+        usize::MAX
+    }
+}
+
 /// The app of a Deployment named `app-N` (`N` below [`SimConfig::apps`]); `None` for other
 /// names and kinds (they get a random app).
 fn app_of_name(cfg: &SimConfig, name: &str) -> Option<u32> {
@@ -457,10 +467,7 @@ impl State {
             op = Op::Create;
         }
         let by_app = named_by_app(cfg);
-        if by_app
-            && op == Op::Create
-            && n >= cfg.namespaces.max(1) as usize * cfg.apps.max(1) as usize
-        {
+        if op == Op::Create && n >= capacity(cfg) {
             // Every namespace has every app's Deployment.
             op = Op::Update;
         }
