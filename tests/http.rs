@@ -727,3 +727,156 @@ fn simulator_faults_over_http() {
     informer.shutdown();
     rt.block_on(server.shutdown());
 }
+
+/// One server, two simulators (the Deployments and Pods of one simulated cluster): discovery
+/// lists both, each resource's paths reach its own simulator, control requests pick one by
+/// `resource=`, and a server cannot serve one resource twice.
+#[test]
+fn one_server_serves_the_resources_of_several_simulators() {
+    use informer::server::{ServerConfig, ServerError, serve_many};
+    use informer::sim::{SimConfig, SimServer, Templates};
+
+    let rt = runtime();
+    let dir = support::fixtures();
+    let make = |t: Templates, n: usize| {
+        SimServer::new(
+            SimConfig::new(t)
+                .seed(3)
+                .initial_objects(n)
+                .target_objects(n),
+        )
+        .unwrap()
+    };
+    let deployments = make(Templates::deployments(&dir).unwrap(), 80);
+    let pods = make(Templates::pod_states(&dir).unwrap(), 300);
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    rt.block_on(async {
+        let both = vec![
+            (deployments.clone(), ServerConfig::default()),
+            (pods.clone(), ServerConfig::default()),
+        ];
+        let server = serve_many(both, addr).await.unwrap();
+        let client = ClientOptions {
+            server: Some(server.url()),
+            ..Default::default()
+        }
+        .client()
+        .await
+        .unwrap();
+        let get = |path: &str| {
+            let client = client.clone();
+            let req = http::Request::get(path).body(Vec::new()).unwrap();
+            async move {
+                let text = client.request_text(req).await.unwrap();
+                serde_json::from_str::<serde_json::Value>(&text).unwrap()
+            }
+        };
+        let names = |v: serde_json::Value| -> Vec<String> {
+            v["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names(get("/api/v1").await), ["pods"]);
+        assert_eq!(names(get("/apis/apps/v1").await), ["deployments"]);
+        let groups = get("/apis").await;
+        assert_eq!(groups["groups"][0]["name"], "apps");
+        assert_eq!(groups["groups"].as_array().unwrap().len(), 1);
+        for (name, resource) in [
+            (
+                "deploy",
+                ApiResource::new("apps", "v1", "deployments", "Deployment"),
+            ),
+            ("pods", ApiResource::core("v1", "pods", "Pod")),
+        ] {
+            assert_eq!(discover(&client, name).await.unwrap().resource, resource);
+        }
+
+        // Each collection lists its own simulator's objects, cluster-wide and per namespace.
+        for (sim, resource) in [
+            (
+                &deployments,
+                ApiResource::new("apps", "v1", "deployments", "Deployment"),
+            ),
+            (&pods, ApiResource::core("v1", "pods", "Pod")),
+        ] {
+            let lw = HttpListerWatcher::new(client.clone(), resource.clone());
+            let list = decode_list(lw.list(&ListOptions::default()).await.unwrap()).unwrap();
+            let truth = sim.truth();
+            assert_eq!(
+                list.items.len(),
+                truth.objects.len(),
+                "{}",
+                resource.resource
+            );
+            assert!(list.items.iter().all(|o| o.gvk().kind == resource.kind));
+            let ns = HttpListerWatcher::new(client.clone(), resource.in_namespace("ns-1"));
+            let list = decode_list(ns.list(&ListOptions::default()).await.unwrap()).unwrap();
+            let in_ns = truth
+                .objects
+                .keys()
+                .filter(|k| k.namespace() == "ns-1")
+                .count();
+            assert_eq!(list.items.len(), in_ns);
+        }
+
+        // Paths of nothing served: 404.
+        for path in [
+            "/apis/apps/v1/replicasets",
+            "/api/v1/nodes",
+            "/apis/batch/v1/jobs",
+        ] {
+            let req = http::Request::get(path)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            assert_eq!(client.send(req).await.unwrap().status(), 404, "{path}");
+        }
+
+        // Control requests: `resource=` picks the simulator.
+        let before = (deployments.resource_version(), pods.resource_version());
+        let post = |path: &str| {
+            let client = client.clone();
+            let req = http::Request::post(path)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            async move { client.send(req).await.unwrap().status() }
+        };
+        assert!(
+            post("/informer/v1/flood?events=7&resource=pods")
+                .await
+                .is_success()
+        );
+        assert_eq!(
+            (deployments.resource_version(), pods.resource_version()),
+            (before.0, before.1 + 7)
+        );
+        assert!(
+            post("/informer/v1/flood?events=5").await.is_success(),
+            "first by default"
+        );
+        assert_eq!(deployments.resource_version(), before.0 + 5);
+        assert_eq!(
+            post("/informer/v1/flood?events=5&resource=nodes").await,
+            404
+        );
+        let stats = get("/informer/v1/stats?resource=pods").await;
+        assert_eq!(stats["resource"], "pods");
+        assert_eq!(stats["resourceVersion"], (before.1 + 7).to_string());
+        server.shutdown().await;
+
+        let twice = vec![
+            (pods.clone(), ServerConfig::default()),
+            (pods.clone(), ServerConfig::default()),
+        ];
+        assert!(matches!(
+            serve_many(twice, addr).await,
+            Err(ServerError::DuplicateResource(r)) if r == "v1/pods"
+        ));
+        assert!(matches!(
+            serve_many(Vec::new(), addr).await,
+            Err(ServerError::NoResources)
+        ));
+    });
+}

@@ -59,17 +59,26 @@ pub struct ServerStats {
     pub errors: AtomicU64,
 }
 
-/// Everything a request handler needs.
+/// One served resource: its simulator and how it is presented.
 #[derive(Debug)]
 pub(crate) struct Api {
     pub(crate) sim: SimServer,
     pub(crate) resource: ServedResource,
     pub(crate) json: Option<JsonTranscoder>,
-    /// `true` while new watch streams are held before their first byte.
+    /// `true` while new watch streams are held before their first byte (one flag per server).
     pub(crate) hold: watch::Sender<bool>,
+    /// The server's counters (shared by its resources).
+    pub(crate) stats: Arc<ServerStats>,
+    pub(crate) list_gvk: GroupVersionKind,
+}
+
+/// Everything a request handler needs: every resource of the server, in the order given.
+#[derive(Debug)]
+pub(crate) struct Router {
+    /// At least one.
+    pub(crate) apis: Vec<Api>,
     pub(crate) stats: Arc<ServerStats>,
     pub(crate) addr: SocketAddr,
-    pub(crate) list_gvk: GroupVersionKind,
 }
 
 /// The resource part of a path.
@@ -98,7 +107,7 @@ fn json_response(code: StatusCode, v: &Value) -> Response<ResponseBody> {
     response(code, JSON, Bytes::from(v.to_string()))
 }
 
-impl Api {
+impl Router {
     /// Answers one request. Never fails: every problem is an error `Status` response.
     pub(crate) async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -122,6 +131,116 @@ impl Api {
         r
     }
 
+    async fn route(
+        &self,
+        method: &Method,
+        path: &str,
+        query: &[(String, String)],
+        accept: Option<&str>,
+    ) -> Response<ResponseBody> {
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let served: Vec<&ServedResource> = self.apis.iter().map(|a| &a.resource).collect();
+        let has_group = |g: &str| !g.is_empty() && served.iter().any(|r| r.group == g);
+        let has_gv = |g: &str, v: &str| served.iter().any(|r| r.group == g && r.version == v);
+        let read = *method == Method::GET || *method == Method::HEAD;
+        let post = *method == Method::POST;
+        match (segs.as_slice(), read) {
+            (["version"], true) => json_response(StatusCode::OK, &discovery::version()),
+            (["healthz" | "livez" | "readyz"], true) => {
+                response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"))
+            }
+            (["api"], true) => json_response(StatusCode::OK, &discovery::api_versions(self.addr)),
+            (["api", v], true) if *v == "v1" => {
+                json_response(StatusCode::OK, &discovery::resource_list(v, &served))
+            }
+            (["apis"], true) => json_response(StatusCode::OK, &discovery::api_groups(&served)),
+            (["apis", g], true) if has_group(g) => {
+                json_response(StatusCode::OK, &discovery::api_group(g, &served))
+            }
+            (["apis", g, v], true) if has_group(g) && has_gv(g, v) => json_response(
+                StatusCode::OK,
+                &discovery::resource_list(&format!("{g}/{v}"), &served),
+            ),
+            (["informer", "v1", "flood"], _) if post => match self.control_target(query) {
+                Ok(api) => api.flood(query).await,
+                Err(r) => *r,
+            },
+            (["informer", "v1", "faults"], _) if post => match self.control_target(query) {
+                Ok(api) => api.inject(query),
+                Err(r) => *r,
+            },
+            (["informer", "v1", "stats"], true) => match self.control_target(query) {
+                Ok(api) => api.stats_doc(),
+                Err(r) => *r,
+            },
+            (["api", "v1", rest @ ..], _) => match self.find("", "v1", rest) {
+                Some(api) => api.resource_request(method, rest, query, accept).await,
+                None => not_found(),
+            },
+            (["apis", g, v, rest @ ..], _) if !g.is_empty() => match self.find(g, v, rest) {
+                Some(api) => api.resource_request(method, rest, query, accept).await,
+                None => not_found(),
+            },
+            _ => not_found(),
+        }
+    }
+
+    /// The resource of `group`/`version` that `rest` (the path after the group version)
+    /// names; else the first of that group version (it answers 404 in the encoding the
+    /// client accepts); `None` when nothing of that group version is served.
+    fn find(&self, group: &str, version: &str, rest: &[&str]) -> Option<&Api> {
+        let mut in_gv = self
+            .apis
+            .iter()
+            .filter(|a| a.resource.group == group && a.resource.version == version)
+            .peekable();
+        let first = in_gv.peek().copied();
+        in_gv.find(|a| a.target(rest).is_some()).or(first)
+    }
+
+    /// The resource a control request is about: `resource=<plural>` in the query, or the
+    /// first one served; a 404 when no served resource has that plural.
+    fn control_target(
+        &self,
+        query: &[(String, String)],
+    ) -> Result<&Api, Box<Response<ResponseBody>>> {
+        let Some((_, plural)) = query.iter().rev().find(|(k, _)| k == "resource") else {
+            return Ok(&self.apis[0]);
+        };
+        self.apis
+            .iter()
+            .find(|a| a.resource.plural == *plural)
+            .ok_or_else(|| {
+                let served: Vec<&str> = self
+                    .apis
+                    .iter()
+                    .map(|a| a.resource.plural.as_str())
+                    .collect();
+                Box::new(error_response(
+                    &status(
+                        404,
+                        "NotFound",
+                        format!("resource {plural:?} is not served (served: {served:?})"),
+                    ),
+                    Encoding::Json,
+                ))
+            })
+    }
+}
+
+/// The 404 of a path that names nothing served.
+fn not_found() -> Response<ResponseBody> {
+    error_response(
+        &status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        ),
+        Encoding::Json,
+    )
+}
+
+impl Api {
     /// The encoding of this request's answer, or a 406 response.
     fn encoding(&self, accept: Option<&str>) -> Result<Encoding, Box<Response<ResponseBody>>> {
         negotiate(accept, self.sim.encoding(), self.json.is_some()).ok_or_else(|| {
@@ -140,53 +259,6 @@ impl Api {
             );
             Box::new(error_response(&s, Encoding::Json))
         })
-    }
-
-    async fn route(
-        &self,
-        method: &Method,
-        path: &str,
-        query: &[(String, String)],
-        accept: Option<&str>,
-    ) -> Response<ResponseBody> {
-        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let r = &self.resource;
-        let read = *method == Method::GET || *method == Method::HEAD;
-        match (segs.as_slice(), read) {
-            (["version"], true) => json_response(StatusCode::OK, &discovery::version()),
-            (["healthz" | "livez" | "readyz"], true) => {
-                response(StatusCode::OK, "text/plain", Bytes::from_static(b"ok"))
-            }
-            (["api"], true) => json_response(StatusCode::OK, &discovery::api_versions(self.addr)),
-            (["api", v], true) if *v == "v1" => {
-                json_response(StatusCode::OK, &discovery::resource_list(v, r))
-            }
-            (["apis"], true) => json_response(StatusCode::OK, &discovery::api_groups(r)),
-            (["apis", g], true) if *g == r.group => {
-                json_response(StatusCode::OK, &discovery::api_group(r))
-            }
-            (["apis", g, v], true) if *g == r.group && *v == r.version => json_response(
-                StatusCode::OK,
-                &discovery::resource_list(&r.group_version(), r),
-            ),
-            (["informer", "v1", "flood"], _) if *method == Method::POST => self.flood(query).await,
-            (["informer", "v1", "faults"], _) if *method == Method::POST => self.inject(query),
-            (["informer", "v1", "stats"], true) => self.stats_doc(),
-            (["api", "v1", rest @ ..], _) if r.group.is_empty() && r.version == "v1" => {
-                self.resource_request(method, rest, query, accept).await
-            }
-            (["apis", g, v, rest @ ..], _) if *g == r.group && *v == r.version && !g.is_empty() => {
-                self.resource_request(method, rest, query, accept).await
-            }
-            _ => error_response(
-                &status(
-                    404,
-                    "NotFound",
-                    "the server could not find the requested resource".into(),
-                ),
-                Encoding::Json,
-            ),
-        }
     }
 
     /// Parses `[watch/][namespaces/<ns>/]<plural>[/<name>]`.
@@ -617,6 +689,7 @@ impl Api {
         json_response(
             StatusCode::OK,
             &json!({
+                "resource": self.resource.plural,
                 "resourceVersion": s.resource_version.to_string(),
                 "objects": s.objects,
                 "events": s.events,

@@ -77,35 +77,45 @@ pub(crate) fn api_versions(addr: SocketAddr) -> Value {
     })
 }
 
-/// `/apis`: the served resource's group, when it is not the core group.
-pub(crate) fn api_groups(r: &ServedResource) -> Value {
-    let groups = if r.group.is_empty() {
-        vec![]
-    } else {
-        vec![api_group(r)]
-    };
+/// `/apis`: one group per non-core group served, with its versions in the order first
+/// served (the first is the preferred one).
+pub(crate) fn api_groups(resources: &[&ServedResource]) -> Value {
+    let mut names: Vec<&str> = Vec::new();
+    for r in resources {
+        if !r.group.is_empty() && !names.contains(&r.group.as_str()) {
+            names.push(&r.group);
+        }
+    }
+    let groups: Vec<Value> = names.iter().map(|g| api_group(g, resources)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-/// `/apis/<group>`.
-pub(crate) fn api_group(r: &ServedResource) -> Value {
-    let v = json!({"groupVersion": r.group_version(), "version": r.version});
+/// `/apis/<group>`: the versions of `group` served.
+pub(crate) fn api_group(group: &str, resources: &[&ServedResource]) -> Value {
+    let mut versions: Vec<Value> = Vec::new();
+    for r in resources.iter().filter(|r| r.group == group) {
+        let v = json!({"groupVersion": r.group_version(), "version": r.version});
+        if !versions.contains(&v) {
+            versions.push(v);
+        }
+    }
+    let preferred = versions.first().cloned().unwrap_or(Value::Null);
     json!({
         "kind": "APIGroup",
         "apiVersion": "v1",
-        "name": r.group,
-        "versions": [v.clone()],
-        "preferredVersion": v,
+        "name": group,
+        "versions": versions,
+        "preferredVersion": preferred,
     })
 }
 
-/// `/api/v1` or `/apis/<group>/<version>`: the served resource when it belongs there.
-pub(crate) fn resource_list(group_version: &str, r: &ServedResource) -> Value {
-    let resources = if group_version == r.group_version() {
-        vec![r.api_resource()]
-    } else {
-        vec![]
-    };
+/// `/api/v1` or `/apis/<group>/<version>`: the resources served there.
+pub(crate) fn resource_list(group_version: &str, resources: &[&ServedResource]) -> Value {
+    let resources: Vec<Value> = resources
+        .iter()
+        .filter(|r| r.group_version() == group_version)
+        .map(|r| r.api_resource())
+        .collect();
     json!({
         "kind": "APIResourceList",
         "apiVersion": "v1",

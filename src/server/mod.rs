@@ -6,7 +6,8 @@
 //! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>`,
 //!   `/apis/<group>/<version>` (legacy documents in JSON; clients asking for aggregated
 //!   discovery fall back to them), `/healthz`, `/livez`, `/readyz`;
-//! - the simulator's resource, cluster-wide and per namespace
+//! - the simulator's resource (or each of several simulators' resources, [`serve_many`]),
+//!   cluster-wide and per namespace
 //!   (`/api/v1[/namespaces/<ns>]/pods[/<name>]`, `/apis/<group>/<version>/...`): get, list
 //!   with `limit`/`continue`, `resourceVersion` and `resourceVersionMatch`, watch (`watch=1` or
 //!   the legacy `/watch/` prefix) with `allowWatchBookmarks`, `timeoutSeconds` and streaming
@@ -22,7 +23,8 @@
 //! - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
 //!   N changes (honouring flow control) and answers the resulting resourceVersion;
 //!   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
-//!   ([`crate::sim::Fault`]); `GET /informer/v1/stats`.
+//!   ([`crate::sim::Fault`]); `GET /informer/v1/stats`; each with `resource=<plural>` to pick
+//!   one of several resources.
 //!
 //! Simulator faults reach clients as a real server's failures would: error answers as
 //! `Status` responses, `refused` as a connection closed without an answer, stream faults
@@ -92,6 +94,12 @@ pub enum ServerError {
     /// The JSON twins do not fit the templates.
     #[error("JSON twins: {0}")]
     Twins(#[from] TranscodeError),
+    /// [`serve_many`] was given no simulator.
+    #[error("no resource to serve")]
+    NoResources,
+    /// Two simulators would serve the same `group/version/plural`.
+    #[error("two simulators serve {0}")]
+    DuplicateResource(String),
     /// Binding or configuring the socket failed.
     #[error("binding {addr}: {source}")]
     Bind {
@@ -202,35 +210,74 @@ pub async fn serve(
     config: ServerConfig,
     addr: SocketAddr,
 ) -> Result<ServerHandle, ServerError> {
-    let json = match &config.json_twins {
-        Some(twins) => Some(JsonTranscoder::new(&sim.config().templates, twins)?),
-        None => None,
-    };
+    serve_many(vec![(sim, config)], addr).await
+}
+
+/// Serves several simulators on one address, one resource each (e.g. the Deployments and the
+/// Pods of one simulated cluster, [`crate::sim::Templates::deployments`] and
+/// [`crate::sim::Templates::pod_states`]): discovery lists them all, each resource's paths go
+/// to its simulator, and the control endpoints take `resource=<plural>` (default: the first
+/// one). Otherwise as [`serve`].
+///
+/// # Errors
+/// [`ServerError::NoResources`] for an empty list; [`ServerError::DuplicateResource`] when two
+/// simulators would serve the same group, version and plural; those of [`serve`].
+///
+/// # Panics
+/// Outside a tokio runtime with I/O enabled.
+pub async fn serve_many(
+    resources: Vec<(SimServer, ServerConfig)>,
+    addr: SocketAddr,
+) -> Result<ServerHandle, ServerError> {
+    if resources.is_empty() {
+        return Err(ServerError::NoResources);
+    }
+    let (hold, _) = watch::channel(false);
+    let stats = Arc::new(ServerStats::default());
+    let mut apis: Vec<api::Api> = Vec::with_capacity(resources.len());
+    for (sim, config) in resources {
+        let json = match &config.json_twins {
+            Some(twins) => Some(JsonTranscoder::new(&sim.config().templates, twins)?),
+            None => None,
+        };
+        let resource = config
+            .resource
+            .clone()
+            .unwrap_or_else(|| served_resource(&sim));
+        if apis.iter().any(|a| {
+            (&a.resource.group, &a.resource.version, &a.resource.plural)
+                == (&resource.group, &resource.version, &resource.plural)
+        }) {
+            return Err(ServerError::DuplicateResource(format!(
+                "{}/{}",
+                resource.group_version(),
+                resource.plural
+            )));
+        }
+        let list_gvk = {
+            let g = sim.gvk();
+            GroupVersionKind::new(&g.group, &g.version, &format!("{}List", g.kind))
+        };
+        apis.push(api::Api {
+            sim,
+            resource,
+            json,
+            hold: hold.clone(),
+            stats: stats.clone(),
+            list_gvk,
+        });
+    }
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })?;
     let local = listener
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
-    let resource = config
-        .resource
-        .clone()
-        .unwrap_or_else(|| served_resource(&sim));
-    let list_gvk = {
-        let g = sim.gvk();
-        GroupVersionKind::new(&g.group, &g.version, &format!("{}List", g.kind))
-    };
-    let (hold, _) = watch::channel(false);
     let (stop, mut stop_rx) = watch::channel(false);
-    let stats = Arc::new(ServerStats::default());
-    let api = Arc::new(api::Api {
-        sim,
-        resource,
-        json,
-        hold: hold.clone(),
+    let api = Arc::new(api::Router {
+        apis,
         stats: stats.clone(),
         addr: local,
-        list_gvk,
     });
     let task = tokio::spawn(async move {
         let mut conns = JoinSet::new();
