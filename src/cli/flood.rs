@@ -395,7 +395,8 @@ fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), Strin
         .mix(mix)
         .initial_objects(objects)
         .history_window(10_000)
-        .flow_control(true);
+        .flow_control(true)
+        .update_template(args.template.update_template());
     let sim = SimServer::new(args.sim.apply(base)).map_err(|e| e.to_string())?;
     args.sim.arm(&sim);
     Ok((sim, twins))

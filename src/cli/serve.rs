@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use informer::server::{ServerConfig, ServerHandle, drive, serve};
+use informer::server::{ServerConfig, ServerHandle, drive, serve_many};
 use informer::sim::{SimConfig, SimServer};
 
 use super::sim_args::{SimFlags, Template, fixtures_dir, load_templates};
@@ -16,16 +16,20 @@ pub(crate) struct ServeArgs {
     /// TCP port on 127.0.0.1 (0 = any free port; the URL is printed).
     #[arg(long, default_value_t = 0)]
     port: u16,
-    /// Objects created before serving (the flood then holds about this many).
-    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-    objects: u64,
+    /// Objects created before serving (the flood then holds about this many). Repeatable:
+    /// one value per `--template`, in order; the last one given applies to the rest.
+    #[arg(long, default_values_t = [1_000u64], value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    objects: Vec<u64>,
     /// Changes (ADDED/MODIFIED/DELETED) per second, generated until stopped; 0 = none (use
-    /// `POST /informer/v1/flood?events=N` to make changes on demand).
-    #[arg(long, default_value_t = 0.0)]
-    rate: f64,
-    /// Object template.
-    #[arg(long, value_enum, default_value_t = Template::HeadPod)]
-    template: Template,
+    /// `POST /informer/v1/flood?events=N[&resource=PLURAL]` to make changes on demand).
+    /// Repeatable like `--objects`.
+    #[arg(long, default_values_t = [0.0])]
+    rate: Vec<f64>,
+    /// Object template. Repeatable: each one is served as its own resource by its own
+    /// simulator (same seed and flags), e.g. `--template deployments --template pod-states`
+    /// for the Deployments and Pods of one simulated cluster.
+    #[arg(long, value_enum, default_values_t = [Template::HeadPod])]
+    template: Vec<Template>,
     /// Seed of the simulator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -64,43 +68,60 @@ pub(crate) fn run(args: &ServeArgs) -> i32 {
     }
 }
 
+/// The `i`-th value of a repeatable flag: the last one given applies to the rest.
+fn nth<T: Copy>(values: &[T], i: usize) -> T {
+    values[i.min(values.len() - 1)]
+}
+
 /// The simulator configuration of `informer serve`: a real server's behaviour (no flow
 /// control, lagging watchers get 410) unless flags say otherwise.
-fn sim_config(args: &ServeArgs, templates: informer::sim::Templates) -> SimConfig {
+fn sim_config(
+    args: &ServeArgs,
+    template: Template,
+    templates: informer::sim::Templates,
+    objects: u64,
+) -> SimConfig {
     let base = SimConfig::new(templates)
         .seed(args.seed)
-        .initial_objects(args.objects as usize)
-        .target_objects(args.objects as usize);
+        .initial_objects(objects as usize)
+        .target_objects(objects as usize)
+        .update_template(template.update_template());
     args.sim.apply(base)
 }
 
 async fn run_async(args: &ServeArgs) -> Result<(), String> {
-    if !(args.rate.is_finite() && args.rate >= 0.0) {
-        return Err(format!("--rate {} is not a rate", args.rate));
+    if let Some(r) = args.rate.iter().find(|r| !(r.is_finite() && **r >= 0.0)) {
+        return Err(format!("--rate {r} is not a rate"));
     }
     let dir = fixtures_dir(args.fixtures.as_ref())?;
-    let (templates, twins) = load_templates(args.template, &dir)?;
-    let sim = SimServer::new(sim_config(args, templates)).map_err(|e| e.to_string())?;
-    args.sim.arm(&sim);
-    let mut config = ServerConfig::default();
-    if let Some(t) = twins {
-        config = config.json_twins(t);
+    let mut served = Vec::new();
+    let mut sims = Vec::new();
+    for (i, &template) in args.template.iter().enumerate() {
+        let (templates, twins) = load_templates(template, &dir)?;
+        let config = sim_config(args, template, templates, nth(&args.objects, i));
+        let sim = SimServer::new(config).map_err(|e| e.to_string())?;
+        args.sim.arm(&sim);
+        let mut config = ServerConfig::default();
+        if let Some(t) = twins {
+            config = config.json_twins(t);
+        }
+        served.push((sim.clone(), config));
+        sims.push((sim, template, nth(&args.rate, i)));
     }
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
-    let handle = serve(sim.clone(), config, addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let gvk = sim.gvk();
-    println!(
-        "serving {} {} ({} objects at resourceVersion {}, {:?} template, {} events/s) at {}",
-        gvk.api_version(),
-        sim.config().resource,
-        sim.stats().objects,
-        sim.resource_version(),
-        args.template,
-        args.rate,
-        handle.url()
-    );
+    let handle = serve_many(served, addr).await.map_err(|e| e.to_string())?;
+    for (sim, template, rate) in &sims {
+        println!(
+            "serving {} {} ({} objects at resourceVersion {}, {:?} template, {} events/s) at {}",
+            sim.gvk().api_version(),
+            sim.config().resource,
+            sim.stats().objects,
+            sim.resource_version(),
+            template,
+            rate,
+            handle.url()
+        );
+    }
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
 
@@ -121,34 +142,49 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
         tick.tick().await;
         loop {
             tick.tick().await;
-            eprintln!("{}", status_line(&sim, &handle, started));
+            eprintln!("{}", status_line(&sims, &handle, started));
         }
     };
+    let drives =
+        futures_util::future::try_join_all(sims.iter().map(|(sim, _, rate)| drive(sim, *rate)));
     let result = tokio::select! {
         () = stop => Ok(()),
-        r = drive(&sim, args.rate) => r.map_err(|e| e.to_string()),
+        r = drives => r.map(drop).map_err(|e| e.to_string()),
         () = status => Ok(()),
     };
-    eprintln!("{}", status_line(&sim, &handle, started));
+    eprintln!("{}", status_line(&sims, &handle, started));
     handle.shutdown().await;
     result
 }
 
-fn status_line(sim: &SimServer, handle: &ServerHandle, started: Instant) -> String {
-    let s = sim.stats();
+fn status_line(
+    sims: &[(SimServer, Template, f64)],
+    handle: &ServerHandle,
+    started: Instant,
+) -> String {
     let h = handle.stats();
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    format!(
-        "[{:>7.1}s] resourceVersion {}  objects {}  events {}  requests {}  lists {}  watches {} ({} open)  watch MB sent {:.1}  errors {}",
-        started.elapsed().as_secs_f64(),
-        s.resource_version,
-        s.objects,
-        s.events,
+    let mut line = format!("[{:>7.1}s]", started.elapsed().as_secs_f64());
+    for (sim, _, _) in sims {
+        let s = sim.stats();
+        let name = if sims.len() > 1 {
+            format!("{}: ", sim.config().resource)
+        } else {
+            String::new()
+        };
+        line.push_str(&format!(
+            " {name}resourceVersion {}  objects {}  events {} ",
+            s.resource_version, s.objects, s.events
+        ));
+    }
+    line.push_str(&format!(
+        " requests {}  lists {}  watches {} ({} open)  watch MB sent {:.1}  errors {}",
         l(&h.requests),
         l(&h.lists),
         l(&h.watches),
         l(&h.watches_open),
         l(&h.watch_bytes) as f64 / 1e6,
         l(&h.errors),
-    )
+    ));
+    line
 }
