@@ -17,7 +17,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Objects created before serving (the flood then holds about this many). Repeatable:
-    /// one value per `--template`, in order; the last one given applies to the rest.
+    /// one value per `--template`, in order; the last one given applies to the rest (more
+    /// values than templates is an error).
     #[arg(long, default_values_t = [1_000u64], value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     objects: Vec<u64>,
     /// Changes (ADDED/MODIFIED/DELETED) per second, generated until stopped; 0 = none (use
@@ -30,7 +31,8 @@ pub(crate) struct ServeArgs {
     /// for the Deployments and Pods of one simulated cluster.
     #[arg(long, value_enum, default_values_t = [Template::HeadPod])]
     template: Vec<Template>,
-    /// Seed of the simulator.
+    /// Seed of the simulators (the same for each, so that the Pods of `pod-states` belong to
+    /// the Deployments of `deployments`).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Directory of the fixtures (default: ../shared/fixtures).
@@ -92,6 +94,17 @@ fn sim_config(
 async fn run_async(args: &ServeArgs) -> Result<(), String> {
     if let Some(r) = args.rate.iter().find(|r| !(r.is_finite() && **r >= 0.0)) {
         return Err(format!("--rate {r} is not a rate"));
+    }
+    for (flag, n) in [
+        ("--objects", args.objects.len()),
+        ("--rate", args.rate.len()),
+    ] {
+        if n > args.template.len() {
+            return Err(format!(
+                "{n} {flag} values for {} --template values (one per template at most)",
+                args.template.len()
+            ));
+        }
     }
     let dir = fixtures_dir(args.fixtures.as_ref())?;
     let mut served = Vec::new();
