@@ -7,13 +7,21 @@
 //! `--duration`) a drain of the queue and a summary. The controller itself is in
 //! `examples/controller/hpa.rs`; `tests/controller.rs` runs it too.
 //!
-//! Run: `cargo run --release --example controller -- --in-process --duration 10`
-//! (`--help` for the rest).
+//! Where it gets Deployments and Pods from:
 //!
-//! With `--in-process` it watches two embedded simulators (Deployments and Pods of one
-//! simulated cluster) that it floods while it runs; at the end it waits until its caches hold
-//! the simulators' last change, drains the queue and checks every Deployment's status against
-//! the simulators' truth (exit code 1 if one differs).
+//! - by default, over HTTP from the simulated API server of `informer serve`, started here on
+//!   a loopback port with the Deployments and Pods of one simulated cluster (what
+//!   `informer serve --template deployments --template pod-states` serves), flooded while
+//!   the controller runs; at the end the controller waits until its caches hold the
+//!   simulators' last change, drains its queue and checks every Deployment's status against
+//!   the simulators' truth (exit code 1 if one differs);
+//! - `--server URL`: a running `informer serve --template deployments --template pod-states`
+//!   (or any API server reachable without credentials, e.g. `kubectl proxy`);
+//! - `--kubeconfig PATH` (and `--context`): a real cluster, read-only (list and watch);
+//! - `--in-process`: the two simulators without HTTP, verified as by default.
+//!
+//! Run: `cargo run --release --example controller -- --duration 10`
+//! (`--help` for the rest).
 
 #[path = "controller/hpa.rs"]
 mod hpa;
@@ -26,15 +34,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use std::net::{Ipv4Addr, SocketAddr};
+
+use informer::client::ClientOptions;
 use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
 use informer::informer::Informer;
 use informer::reflector::ListerWatcher;
+use informer::server::{ServerConfig, serve_many};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
 use informer::workqueue::{QueueMetrics, WorkQueue};
 use k8s_pb::api::apps::v1::Deployment;
 use k8s_pb::api::core::v1::Pod;
 
-use hpa::{Controller, deployment_of};
+use hpa::{Controller, deployment_of, http_lister_watchers};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -43,9 +55,21 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, clap::Parser)]
 #[command(about = "A HorizontalPodAutoscaler-shaped controller on informer's caches")]
 struct Args {
-    /// Watch two embedded simulators (Deployments and Pods) instead of an API server, flood
-    /// them while running, and verify the result against their truth at the end.
+    /// An API server without credentials, e.g. a running `informer serve --template
+    /// deployments --template pod-states` (its URL) or `kubectl proxy`.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "in_process"])]
+    server: Option<String>,
+    /// A real cluster, from this kubeconfig file.
+    #[arg(long, conflicts_with = "in_process")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    context: Option<String>,
+    /// Only this namespace (default: all).
     #[arg(long)]
+    namespace: Option<String>,
+    /// Watch the two simulators directly instead of over HTTP.
+    #[arg(long, conflicts_with = "namespace")]
     in_process: bool,
     /// Worker threads reconciling Deployments.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -53,13 +77,16 @@ struct Args {
     /// Stop after this many seconds (default: at Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
+    /// Seconds to wait for the caches to sync before giving up.
+    #[arg(long, default_value_t = 30.0)]
+    sync_timeout: f64,
     /// Seconds between status lines (0 = none).
     #[arg(long, default_value_t = 2.0)]
     status_every: f64,
     /// Print the work queue's metrics (OpenMetrics text) at the end.
     #[arg(long)]
     metrics: bool,
-    /// Simulator: Deployments created before start (the flood holds about this many; at
+    /// Simulator (default and --in-process): Deployments created before start (the flood holds about this many; at
     /// most `namespaces * apps`).
     #[arg(long, default_value_t = 400)]
     deployments: usize,
@@ -108,26 +135,82 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
     if !(args.rate.is_finite() && args.rate >= 0.0) {
         return Err(format!("--rate {} is not a rate", args.rate).into());
     }
-    if !args.in_process {
-        return Err("only --in-process is available in this build".into());
+    let remote = ClientOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        server: args.server.clone(),
+    };
+    if args.server.is_some() || args.kubeconfig.is_some() {
+        let client = remote.client().await?;
+        println!(
+            "API server {} ({})",
+            args.server.as_deref().unwrap_or("of the kubeconfig"),
+            args.namespace
+                .as_deref()
+                .map_or("all namespaces".to_owned(), |n| format!("namespace {n}"))
+        );
+        let factory = with_namespace(
+            SharedInformerFactory::new(http_lister_watchers(client)),
+            args,
+        );
+        return control(args, factory, None).await;
     }
+
     let sims = Sims::new(args)?;
     println!(
-        "in-process simulators: {} deployments, {} pods in {} namespaces, {} pod changes/s",
+        "simulated cluster: {} deployments, {} pods in {} namespaces, {} pod changes/s",
         sims.deployments.stats().objects,
         sims.pods.stats().objects,
         args.namespaces,
         args.rate
     );
-    let (d, p) = (sims.deployments.clone(), sims.pods.clone());
-    let factory = SharedInformerFactory::new(move |gvr: &GroupVersionResource, _: Option<&str>| {
-        if gvr.resource == "deployments" {
-            d.clone()
-        } else {
-            p.clone()
-        }
-    });
-    control(args, factory, Some(&sims)).await
+    if args.in_process {
+        let (d, p) = (sims.deployments.clone(), sims.pods.clone());
+        let factory =
+            SharedInformerFactory::new(move |gvr: &GroupVersionResource, _: Option<&str>| {
+                if gvr.resource == "deployments" {
+                    d.clone()
+                } else {
+                    p.clone()
+                }
+            });
+        println!("watching it in process (no HTTP)");
+        return control(args, with_namespace(factory, args), Some(&sims)).await;
+    }
+    // The simulated API server `informer serve` runs, on a loopback port.
+    let server = serve_many(
+        vec![
+            (sims.deployments.clone(), ServerConfig::default()),
+            (sims.pods.clone(), ServerConfig::default()),
+        ],
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+    )
+    .await?;
+    println!("serving it over HTTP at {}", server.url());
+    let client = ClientOptions {
+        server: Some(server.url()),
+        ..ClientOptions::default()
+    }
+    .client()
+    .await?;
+    let factory = with_namespace(
+        SharedInformerFactory::new(http_lister_watchers(client)),
+        args,
+    );
+    let verified = control(args, factory, Some(&sims)).await;
+    server.shutdown().await;
+    verified
+}
+
+/// `factory` restricted to `--namespace`, if given.
+fn with_namespace<L: ListerWatcher, F: MakeListerWatcher<L>>(
+    factory: SharedInformerFactory<L, F>,
+    args: &Args,
+) -> SharedInformerFactory<L, F> {
+    match &args.namespace {
+        Some(ns) => factory.namespace(ns),
+        None => factory,
+    }
 }
 
 /// A simulated cluster: a server of Deployments and one of Pods with the same seed,
@@ -208,9 +291,21 @@ where
     let p_informer = factory.informer::<Pod>().informer().clone();
 
     factory.start(&tokio::runtime::Handle::current());
-    let synced = factory.wait_for_cache_sync(Duration::from_secs(120)).await;
+    let timeout = Duration::from_secs_f64(args.sync_timeout.max(0.0));
+    let synced = tokio::select! {
+        s = factory.wait_for_cache_sync(timeout) => s,
+        _ = tokio::signal::ctrl_c() => {
+            tokio::task::block_in_place(|| factory.shutdown());
+            return Err("interrupted before the caches synced".into());
+        }
+    };
     if let Some((gvr, _)) = synced.iter().find(|(_, ok)| !**ok) {
-        return Err(format!("cache of {gvr} did not sync within 120 s").into());
+        tokio::task::block_in_place(|| factory.shutdown());
+        return Err(format!(
+            "cache of {gvr} did not sync within {:.0} s",
+            timeout.as_secs_f64()
+        )
+        .into());
     }
     println!(
         "caches synced in {:.2} s: {} deployments, {} pods; starting {} workers",
@@ -273,7 +368,10 @@ where
 
     let verified = match sims {
         Some(s) => {
-            let expected = truth::expected(&s.deployments.truth(), &s.pods.truth())?;
+            let mut expected = truth::expected(&s.deployments.truth(), &s.pods.truth())?;
+            if let Some(ns) = &args.namespace {
+                expected.retain(|k, _| k.namespace() == ns);
+            }
             match truth::diff(&expected, &controller.statuses()) {
                 None => {
                     println!(

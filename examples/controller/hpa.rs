@@ -41,8 +41,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use informer::client::{ApiResource, HttpListerWatcher};
 use informer::distributor::{AddListenerError, HandlerFns};
-use informer::factory::{MakeListerWatcher, SharedInformerFactory};
+use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
 use informer::informer::{HandlerOptions, Registration, TypedIndexError, TypedLister};
 use informer::object::{DecodeError, Object, ObjectKey};
 use informer::reflector::ListerWatcher;
@@ -89,6 +90,20 @@ pub(crate) fn deployment_index_func() -> IndexFunc {
             .into_iter()
             .collect::<IndexValues>())
     })
+}
+
+/// What a [`SharedInformerFactory`] needs to reach an API server over HTTP through `client`:
+/// an [`HttpListerWatcher`] per resource and namespace asked for (protobuf for built-in kinds,
+/// as client-go's informers ask).
+pub(crate) fn http_lister_watchers(
+    client: kube::Client,
+) -> impl Fn(&GroupVersionResource, Option<&str>) -> HttpListerWatcher + Send + Sync + 'static {
+    move |gvr: &GroupVersionResource, namespace: Option<&str>| {
+        // The kind is informational (the wire carries it).
+        let resource = ApiResource::new(&gvr.group, &gvr.version, &gvr.resource, "")
+            .in_namespace(namespace.unwrap_or(""));
+        HttpListerWatcher::new(client.clone(), resource)
+    }
 }
 
 /// Whether the Pod's `Ready` condition is `True` (Kubernetes `podutil.IsPodReady`).
