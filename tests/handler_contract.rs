@@ -4,19 +4,16 @@
 //! panicking handlers, shutdown with a stream nobody polls, sync timeouts, per-handler resync
 //! periods (due handlers only, 1 s minimum, 0 = never), and a factory shut down while it starts.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use crossbeam::channel::bounded;
-use informer::distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
-use informer::fifo::DeltaObject;
+use informer::distributor::{HandlerFns, OverflowPolicy};
 use informer::informer::{HandlerOptions, Informer, InformerConfig, Registration};
-use informer::object::{Object, ObjectKey};
 use informer::reflector::ListerWatcher;
-use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::sim::SimServer;
 
 /// Runs `f` on its own thread; fails the test if it has not returned within `secs` (a
 /// deadlock: the stuck thread is left behind, the test reports instead of hanging).
@@ -29,109 +26,16 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("deadlock: {what} did not finish in {secs} s"))
 }
 
-type ViewMap = BTreeMap<ObjectKey, (String, String)>;
+mod views;
 
-fn version(o: &Object) -> (String, String) {
-    (o.uid().to_owned(), o.resource_version().to_owned())
-}
-
-#[derive(Default)]
-struct View {
-    objects: ViewMap,
-    adds: usize,
-    initial_adds: usize,
-    syncs: usize,
-    updates: usize,
-    violations: Vec<String>,
-}
-
-impl View {
-    fn apply(&mut self, n: &Notification) {
-        match n {
-            Notification::Add {
-                obj,
-                is_in_initial_list,
-            } => {
-                self.adds += 1;
-                self.initial_adds += usize::from(*is_in_initial_list);
-                if self.objects.insert(obj.key(), version(obj)).is_some() {
-                    self.violations.push(format!("add of known {}", obj.key()));
-                }
-            }
-            Notification::Update { old, new } => {
-                if old.resource_version() == new.resource_version() {
-                    self.syncs += 1;
-                } else {
-                    self.updates += 1;
-                }
-                let prev = self.objects.insert(new.key(), version(new));
-                if prev != Some(version(old)) {
-                    self.violations
-                        .push(format!("update of {} from {prev:?}", new.key()));
-                }
-            }
-            Notification::Delete { obj } => {
-                if self.objects.remove(&obj.key()).is_none() {
-                    self.violations
-                        .push(format!("delete of unknown {}", obj.key()));
-                }
-            }
-        }
-    }
-}
-
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<View>>);
-
-impl EventHandler for Recorder {
-    fn on_add(&mut self, obj: &Arc<Object>, i: bool) {
-        self.0.lock().unwrap().apply(&Notification::Add {
-            obj: obj.clone(),
-            is_in_initial_list: i,
-        });
-    }
-    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
-        self.0.lock().unwrap().apply(&Notification::Update {
-            old: old.clone(),
-            new: new.clone(),
-        });
-    }
-    fn on_delete(&mut self, obj: &DeltaObject) {
-        self.0
-            .lock()
-            .unwrap()
-            .apply(&Notification::Delete { obj: obj.clone() });
-    }
-}
-
-fn sim_config(objects: usize) -> SimConfig {
-    let dir = default_fixtures_dir().unwrap();
-    SimConfig::new(Templates::etcd_pod(&dir).unwrap())
-        .seed(5)
-        .initial_objects(objects)
-        .mix(FloodMix {
-            target_objects: objects,
-            create: 10,
-            update: 70,
-            delete: 20,
-        })
-}
-
-fn store_view(informer: &Informer<impl ListerWatcher>) -> ViewMap {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| (k.clone(), version(o)))
-        .collect()
-}
+use views::{Recorder, sim_config, store_view};
 
 /// Handlers of every policy registered (and some removed) while a flood is applied in small
 /// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
 /// view rebuilt from notifications equals the store); removed ones stay consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_handlers_and_removals_during_a_flood() {
-    let sim = SimServer::new(sim_config(500)).unwrap();
+    let sim = SimServer::new(sim_config(500, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -216,7 +120,7 @@ async fn late_handlers_and_removals_during_a_flood() {
 /// a late registration fills its one slot) waited for room forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_with_an_unpolled_late_block_stream() {
-    let sim = SimServer::new(sim_config(50)).unwrap();
+    let sim = SimServer::new(sim_config(50, 5)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     informer.start(&tokio::runtime::Handle::current());
     assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
@@ -236,7 +140,7 @@ async fn informer_shutdown_with_an_unpolled_late_block_stream() {
 /// waiting for room, so nothing deadlocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
-    let sim = SimServer::new(sim_config(200)).unwrap();
+    let sim = SimServer::new(sim_config(200, 5)).unwrap();
     let informer: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),
@@ -293,7 +197,7 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
 /// panics are counted, and the registration syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_handlers_sync_and_go_on() {
-    let sim = SimServer::new(sim_config(100)).unwrap();
+    let sim = SimServer::new(sim_config(100, 5)).unwrap();
     let inf = Informer::new(sim.clone(), InformerConfig::default());
     let mut regs = Vec::new();
     let mut counts = Vec::new();
@@ -420,7 +324,7 @@ async fn until(mut cond: impl FnMut() -> bool) {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() {
     const N: usize = 20;
-    let sim = SimServer::new(sim_config(N).bookmark_interval(None)).unwrap();
+    let sim = SimServer::new(sim_config(N, 5).bookmark_interval(None)).unwrap();
     let inf = Informer::new(
         sim.clone(),
         InformerConfig {
@@ -475,7 +379,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
 /// `shutdown` forever; and an informer that had not synced must not report synced after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_stream() {
-    let sim = SimServer::new(sim_config(300)).unwrap();
+    let sim = SimServer::new(sim_config(300, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -505,7 +409,7 @@ async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_strea
 /// readers end equal to the store, dropped ones neither stall the informer nor show lag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_registered_and_dropped_during_a_flood() {
-    let sim = SimServer::new(sim_config(300)).unwrap();
+    let sim = SimServer::new(sim_config(300, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -595,7 +499,7 @@ async fn streams_registered_and_dropped_during_a_flood() {
 async fn factory_start_and_shutdown_race() {
     use informer::factory::{GroupVersionResource, SharedInformerFactory};
     for round in 0..20 {
-        let sim = SimServer::new(sim_config(50)).unwrap();
+        let sim = SimServer::new(sim_config(50, 5)).unwrap();
         let factory = Arc::new(SharedInformerFactory::new(
             move |_gvr: &GroupVersionResource, _ns: Option<&str>| sim.clone(),
         ));
@@ -646,7 +550,7 @@ async fn start_after_shutdown_starts_nothing() {
 /// the processing thread waits for room at it: the wait gives up, the shutdown completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_handler_can_shut_its_informer_down() {
-    let sim = SimServer::new(sim_config(300)).unwrap();
+    let sim = SimServer::new(sim_config(300, 5)).unwrap();
     let slot: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use informer::distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
@@ -15,109 +15,11 @@ use informer::informer::{
     TypedLister,
 };
 use informer::object::{Object, ObjectKey};
-use informer::reflector::ListerWatcher;
-use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::sim::SimServer;
 
-type ViewMap = BTreeMap<ObjectKey, (String, String)>;
+mod views;
 
-fn version(o: &Object) -> (String, String) {
-    (o.uid().to_owned(), o.resource_version().to_owned())
-}
-
-/// A handler's view rebuilt from its notifications, with counters and contract violations
-/// (counted, not panicked: the listener would catch a panic and go on).
-#[derive(Default)]
-struct View {
-    objects: ViewMap,
-    adds: usize,
-    initial_adds: usize,
-    updates: usize,
-    syncs: usize,
-    deletes: usize,
-    violations: Vec<String>,
-}
-
-impl View {
-    fn apply(&mut self, n: &Notification) {
-        match n {
-            Notification::Add {
-                obj,
-                is_in_initial_list,
-            } => {
-                self.adds += 1;
-                self.initial_adds += usize::from(*is_in_initial_list);
-                if self.objects.insert(obj.key(), version(obj)).is_some() {
-                    self.violations.push(format!("add of known {}", obj.key()));
-                }
-            }
-            Notification::Update { old, new } => {
-                if old.resource_version() == new.resource_version() {
-                    self.syncs += 1;
-                } else {
-                    self.updates += 1;
-                }
-                let prev = self.objects.insert(new.key(), version(new));
-                if prev != Some(version(old)) {
-                    self.violations
-                        .push(format!("update of {} from {prev:?}", new.key()));
-                }
-            }
-            Notification::Delete { obj } => {
-                self.deletes += 1;
-                if self.objects.remove(&obj.key()).is_none() {
-                    self.violations
-                        .push(format!("delete of unknown {}", obj.key()));
-                }
-            }
-        }
-    }
-}
-
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<View>>);
-
-impl EventHandler for Recorder {
-    fn on_add(&mut self, obj: &Arc<Object>, is_in_initial_list: bool) {
-        self.0.lock().unwrap().apply(&Notification::Add {
-            obj: obj.clone(),
-            is_in_initial_list,
-        });
-    }
-    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
-        self.0.lock().unwrap().apply(&Notification::Update {
-            old: old.clone(),
-            new: new.clone(),
-        });
-    }
-    fn on_delete(&mut self, obj: &DeltaObject) {
-        self.0
-            .lock()
-            .unwrap()
-            .apply(&Notification::Delete { obj: obj.clone() });
-    }
-}
-
-fn sim_config(objects: usize) -> SimConfig {
-    let dir = default_fixtures_dir().unwrap();
-    SimConfig::new(Templates::etcd_pod(&dir).unwrap())
-        .seed(11)
-        .initial_objects(objects)
-        .mix(FloodMix {
-            target_objects: objects,
-            create: 10,
-            update: 70,
-            delete: 20,
-        })
-}
-
-fn store_view(informer: &Informer<impl ListerWatcher>) -> ViewMap {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| (k.clone(), version(o)))
-        .collect()
-}
+use views::{Recorder, sim_config, store_view};
 
 /// Yields until `cond` holds. Used under paused time: awaiting a notification would let the
 /// idle runtime auto-advance the clock while the informer's processing thread (not a tokio
@@ -183,7 +85,7 @@ fn slow_adds(
 }
 
 async fn registration_sync_case(objects: usize, per_add: Duration) {
-    let sim = SimServer::new(sim_config(objects)).unwrap();
+    let sim = SimServer::new(sim_config(objects, 11)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (slow, slow_view, slow_reg, slow_bad) = slow_adds(per_add);
     let reg = informer.add_event_handler(slow).unwrap();
@@ -268,7 +170,7 @@ impl EventHandler for Resyncing {
 async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     const OBJECTS: usize = 50;
     const SECONDS: usize = 100;
-    let sim = SimServer::new(sim_config(OBJECTS).bookmark_interval(None)).unwrap();
+    let sim = SimServer::new(sim_config(OBJECTS, 11).bookmark_interval(None)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (gate_tx, gate_rx) = crossbeam::channel::bounded::<()>(0);
     let entered = Arc::new(AtomicBool::new(false));
@@ -342,7 +244,7 @@ async fn every_policy_and_a_stream_end_equal_to_the_store_after_a_flood_with_rel
 async fn views_inner() {
     // A small window and no flow control: while `step` runs on the only runtime thread the
     // watch falls out of the window, gets 410 Gone and relists (deletions as tombstones).
-    let sim = SimServer::new(sim_config(200).history_window(100)).unwrap();
+    let sim = SimServer::new(sim_config(200, 11).history_window(100)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let policies = [
         OverflowPolicy::Unbounded,
@@ -407,7 +309,7 @@ async fn views_inner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registration_waiting() {
-    let sim = SimServer::new(sim_config(300)).unwrap();
+    let sim = SimServer::new(sim_config(300, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
     assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
@@ -441,7 +343,7 @@ async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registrati
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transform_applies_before_the_store_and_cannot_change_after_start() {
-    let sim = SimServer::new(sim_config(50)).unwrap();
+    let sim = SimServer::new(sim_config(50, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer
         .set_transform(|o: Arc<Object>| {
@@ -479,7 +381,7 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
 async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_version() {
     use k8s_pb::api::core::v1::Pod;
 
-    let sim = SimServer::new(sim_config(200)).unwrap();
+    let sim = SimServer::new(sim_config(200, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
     assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
