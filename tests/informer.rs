@@ -468,7 +468,7 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
     use informer::store::{LABELS_INDEX, StoreError, labels_index_func};
     use k8s_pb::api::core::v1::Pod;
 
-    let sim = SimServer::new(sim_config(150)).unwrap();
+    let sim = SimServer::new(sim_config(150, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
     assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
