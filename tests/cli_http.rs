@@ -21,9 +21,11 @@ fn serve(args: &[&str]) -> (Child, String) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // Keep reading: the server prints a line per served resource, and a closed pipe would fail
+    // its later writes.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:"))
@@ -150,4 +152,68 @@ fn watch_reports_a_missing_resource() {
     assert!(err.contains("doesn't have a resource type"), "{err}");
     server.kill().ok();
     server.wait().ok();
+}
+
+/// `informer serve --template deployments --template pod-states`: one server, two resources
+/// with their own `--objects`, both watchable in protobuf and in JSON (the JSON twins of the
+/// state templates); more `--objects` values than templates is refused.
+#[test]
+fn serve_takes_repeated_templates_with_their_own_object_counts() {
+    let (mut server, url) = serve(&[
+        "--template",
+        "deployments",
+        "--template",
+        "pod-states",
+        "--objects",
+        "40",
+        "--objects",
+        "300",
+    ]);
+    for (resource, path, objects) in [
+        ("deployments.apps", "/apis/apps/v1/deployments", 40),
+        ("pods", "/api/v1/pods", 300),
+    ] {
+        for json in [false, true] {
+            let mut cmd = bin();
+            cmd.args(["watch", "--server", &url, "--resource", resource]);
+            cmd.args(["--interval", "0.5", "--duration", "0.5"]);
+            if json {
+                cmd.arg("--json");
+            }
+            let out = cmd.output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{resource} json={json}: {text} {err}");
+            assert!(
+                text.contains(&format!("resource:          {path}")),
+                "{text}"
+            );
+            assert!(text.contains("synced:            true"), "{text}");
+            assert!(
+                text.contains(&format!("objects:           {objects} in ")),
+                "{resource} json={json}: {text}"
+            );
+        }
+    }
+    server.kill().ok();
+    server.wait().ok();
+
+    let out = bin()
+        .args([
+            "serve",
+            "--objects",
+            "1",
+            "--objects",
+            "2",
+            "--duration",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("2 --objects values for 1 --template values"),
+        "{err}"
+    );
 }

@@ -123,8 +123,12 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
     }
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let handle = serve_many(served, addr).await.map_err(|e| e.to_string())?;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
     for (sim, template, rate) in &sims {
-        println!(
+        // A closed stdout (a reader that took the URL and left) is no reason to stop serving.
+        let _ = writeln!(
+            out,
             "serving {} {} ({} objects at resourceVersion {}, {:?} template, {} events/s) at {}",
             sim.gvk().api_version(),
             sim.config().resource,
@@ -135,8 +139,8 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
             handle.url()
         );
     }
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
+    let _ = out.flush();
+    drop(out);
 
     let started = Instant::now();
     let stop = async {
