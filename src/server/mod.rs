@@ -219,6 +219,12 @@ pub async fn serve(
 /// to its simulator, and the control endpoints take `resource=<plural>` (default: the first
 /// one). Otherwise as [`serve`].
 ///
+/// Each resource keeps its own simulator's resourceVersion sequence, where a real API server
+/// draws every resource's versions from one etcd revision; an informer compares versions only
+/// within its own resource (as client-go's reflector does), so it works the same. The simulators share
+/// the server's counters ([`ServerHandle::stats`]) and its hold on new watch streams
+/// ([`ServerHandle::hold_watches`]).
+///
 /// # Errors
 /// [`ServerError::NoResources`] for an empty list; [`ServerError::DuplicateResource`] when two
 /// simulators would serve the same group, version and plural; those of [`serve`].
