@@ -194,6 +194,16 @@ impl State {
         m.labels
             .insert("pod-template-hash".to_owned(), hash.clone());
         m.labels.insert(VERSION_LABEL.to_owned(), "v0".to_owned());
+        for i in 0..cfg.extra_labels {
+            m.labels
+                .insert(format!("informer.sim/label-{i}"), format!("value-{i}"));
+        }
+        for i in 0..cfg.extra_annotations {
+            m.annotations.insert(
+                format!("informer.sim/annotation-{i}"),
+                format!("{name}-{i}"),
+            );
+        }
         if !t.owner_references.is_empty() {
             // One controlling owner per app, with a stable uid: owner indexes see real groups.
             let uid = SimRng::new(mix(cfg.seed ^ 0x6f77_6e65_7200_0000 ^ u64::from(app))).uuid();
