@@ -79,7 +79,8 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
         return Err(format!("--rate {} is not a rate", args.rate));
     }
     let dir = fixtures_dir(args.fixtures.as_ref())?;
-    let (templates, twins) = load_templates(args.template, &dir)?;
+    let (templates, twins) =
+        load_templates(args.template, super::sim_args::Format::Protobuf, &dir)?;
     let sim = SimServer::new(sim_config(args, templates)).map_err(|e| e.to_string())?;
     args.sim.arm(&sim);
     let mut config = ServerConfig::default();

@@ -23,8 +23,23 @@ pub(crate) enum Template {
     EtcdPod,
     /// Both protobuf Pods, alternating.
     ProtobufPods,
-    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path.
+    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path (JSON whatever
+    /// `--format`).
     OpenshiftJson,
+    /// Every Pod fixture, picked at random per object, for a real size distribution: with
+    /// `--format json` the HEAD Pod, the etcd Pod and the seven OpenShift Pods (1.5–33 KB);
+    /// with `--format protobuf` the HEAD Pod and the etcd Pod (the OpenShift Pods exist only
+    /// as JSON in the fixtures).
+    Mixed,
+}
+
+/// The wire encoding the simulator serves (it serves its templates' encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Protobuf envelopes and length-prefixed watch frames.
+    Protobuf,
+    /// JSON documents and watch lines (the protobuf fixtures' JSON twins as templates).
+    Json,
 }
 
 /// The fixtures directory: `--fixtures` or the default search.
@@ -35,9 +50,11 @@ pub(crate) fn fixtures_dir(flag: Option<&PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
-/// The templates of `template`, and for protobuf templates their JSON twins (same order).
+/// The templates of `template` in `format`, and for protobuf templates their JSON twins (same
+/// order).
 pub(crate) fn load_templates(
     template: Template,
+    format: Format,
     dir: &Path,
 ) -> Result<(Templates, Option<Vec<Object>>), String> {
     let twin = |p: &str| -> Result<Object, String> {
@@ -45,7 +62,34 @@ pub(crate) fn load_templates(
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         object::decode(bytes.into()).map_err(|e| format!("{}: {e}", path.display()))
     };
+    let openshift = || -> Result<Vec<Object>, String> {
+        Ok(Templates::openshift_json(dir)
+            .map_err(|e| e.to_string())?
+            .objects()
+            .to_vec())
+    };
+    if format == Format::Json {
+        let objects = match template {
+            Template::HeadPod => vec![twin(HEAD_POD_JSON)?],
+            Template::EtcdPod => vec![twin(ETCD_POD_JSON)?],
+            Template::ProtobufPods => vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?],
+            Template::OpenshiftJson => openshift()?,
+            Template::Mixed => {
+                let mut v = vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?];
+                v.extend(openshift()?);
+                v
+            }
+        };
+        return Ok((
+            Templates::from_objects(objects).map_err(|e| e.to_string())?,
+            None,
+        ));
+    }
     let (templates, twins) = match template {
+        Template::Mixed => (
+            Templates::protobuf_pods(dir),
+            Some(vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?]),
+        ),
         Template::HeadPod => (Templates::head_pod(dir), Some(vec![twin(HEAD_POD_JSON)?])),
         Template::EtcdPod => (Templates::etcd_pod(dir), Some(vec![twin(ETCD_POD_JSON)?])),
         Template::ProtobufPods => (
