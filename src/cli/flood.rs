@@ -795,6 +795,7 @@ fn common_report<L: ListerWatcher>(
         "watches": stats.watches,
         "relists": stats.relists,
         "watch_timeouts": stats.watch_timeouts,
+        "watch_events": stats.events,
         "errors": stats.errors,
         "backoffs": stats.backoffs,
         "handlers": n,
@@ -1060,12 +1061,10 @@ fn run_pipeline<L: ListerWatcher>(
     // Faults still waiting for a request (a list fault whose relist has not come yet) get a
     // bounded time to fire.
     let mut problems = Vec::new();
-    if let Source::Local(sim) = &source {
-        if faults.is_some() {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while sim.stats().faults_pending > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+    if let (Source::Local(sim), Some(_)) = (&source, &faults) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sim.stats().faults_pending > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

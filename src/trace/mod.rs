@@ -854,10 +854,10 @@ pub fn expected_state(
                     }
                 }
             }
-            Ok(RecordKind::WatchEnd | RecordKind::WatchBroken) => {
-                if stream.as_ref().is_some_and(|(id, _)| *id == r.stream) {
-                    stream = None;
-                }
+            Ok(RecordKind::WatchEnd | RecordKind::WatchBroken)
+                if stream.as_ref().is_some_and(|(id, _)| *id == r.stream) =>
+            {
+                stream = None;
             }
             _ => {}
         }
