@@ -68,7 +68,8 @@ async fn record_then_replay_reaches_the_recorded_state() {
     assert_eq!(expected.objects, truth.versions());
     assert_eq!(expected.resource_version, truth.resource_version);
     assert_eq!(expected.lists, 1 + relists);
-    assert!(expected.events >= 2_000, "{}", expected.events);
+    // The first flood streamed whole; part of the second arrived through the relist's list.
+    assert!(expected.events >= 1_000, "{}", expected.events);
 
     let replay = ReplayListerWatcher::new(TraceReader::open(&path).unwrap());
     let (informer, views) = start_informer(replay.clone(), cfg, 2);
