@@ -1196,10 +1196,17 @@ fn replay_inner(args: &ReplayArgs) -> Result<bool, String> {
     informer.start(runtime.handle());
     // The trace is consumed when a request or read finds nothing more; then the store must
     // reach the last resourceVersion the trace implies.
-    while !lw.is_exhausted() {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !lw.is_exhausted() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     let mut problems = Vec::new();
+    if !lw.is_exhausted() {
+        problems.push(format!(
+            "the replaying informer stopped asking for records after {} of them (10 min)",
+            lw.served()
+        ));
+    }
     if let Some(e) = lw.error() {
         problems.push(format!("trace: {e}"));
     }
