@@ -1248,6 +1248,14 @@ fn replay_inner(args: &ReplayArgs) -> Result<bool, String> {
     r.insert("broken_streams".into(), json!(expected.broken_streams));
     r.insert("records_served".into(), json!(lw.served()));
     r.insert("records_skipped".into(), json!(lw.skipped()));
+    r.insert(
+        "records_skipped_by_kind".into(),
+        lw.skipped_by_kind()
+            .into_iter()
+            .map(|(k, n)| (k.as_str_name().to_owned(), json!(n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    );
     let ok = problems.is_empty();
     let title = format!(
         "replay: {} events from {path} ({} lists in the trace), {} handlers ({:?})",

@@ -589,6 +589,8 @@ struct ReplayShared {
     cursor: Mutex<Cursor>,
     exhausted: AtomicBool,
     skipped: AtomicU64,
+    /// Skipped records by kind (indexed by the `Kind` number).
+    skipped_kinds: [AtomicU64; 9],
     served: AtomicU64,
 }
 
@@ -604,6 +606,10 @@ pub struct ReplayBody {
     shared: Arc<ReplayShared>,
     stream: u64,
     done: bool,
+    /// When the replay opened it (tokio's clock).
+    opened: tokio::time::Instant,
+    /// When the recording opened it (trace nanoseconds).
+    open_nanos: u64,
 }
 
 /// What a request gets from the cursor.
@@ -628,6 +634,12 @@ impl ReplayShared {
                         return Next::Record(off, r);
                     }
                     self.skipped.fetch_add(1, Ordering::Relaxed);
+                    if let Some(c) = usize::try_from(r.kind)
+                        .ok()
+                        .and_then(|k| self.skipped_kinds.get(k))
+                    {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 None => {
                     self.exhausted.store(true, Ordering::Release);
@@ -651,6 +663,7 @@ impl ReplayListerWatcher {
                 }),
                 exhausted: AtomicBool::new(false),
                 skipped: AtomicU64::new(0),
+                skipped_kinds: Default::default(),
                 served: AtomicU64::new(0),
             }),
         }
@@ -664,6 +677,20 @@ impl ReplayListerWatcher {
     /// Records skipped because the replaying reflector asked for something else.
     pub fn skipped(&self) -> u64 {
         self.shared.skipped.load(Ordering::Relaxed)
+    }
+
+    /// Records skipped, by kind (kinds with none left out).
+    pub fn skipped_by_kind(&self) -> Vec<(RecordKind, u64)> {
+        self.shared
+            .skipped_kinds
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| {
+                let n = c.load(Ordering::Relaxed);
+                let kind = RecordKind::try_from(i32::try_from(k).ok()?).ok()?;
+                (n > 0).then_some((kind, n))
+            })
+            .collect()
     }
 
     /// Records served.
@@ -712,6 +739,8 @@ impl ListerWatcher for ReplayListerWatcher {
                         shared: self.shared.clone(),
                         stream: r.stream,
                         done: false,
+                        opened: tokio::time::Instant::now(),
+                        open_nanos: r.nanos,
                     },
                 })
             }
@@ -726,6 +755,28 @@ impl Body for ReplayBody {
     async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
         if self.done {
             return None;
+        }
+        // Where the stream ends, it stays open as long as it did when recorded (up to 1.5 s),
+        // so that the reflector's "very short watch" rule (closed within 1 s with no event →
+        // relist) decides as it did then. Nothing is taken before the wait: cancel safe.
+        let end_at = {
+            let mut c = self.shared.lock();
+            match c.peek() {
+                Some((_, r))
+                    if r.stream == self.stream && r.kind == RecordKind::WatchChunk as i32 =>
+                {
+                    None
+                }
+                Some((_, r)) => Some(r.nanos),
+                None => None,
+            }
+        };
+        if let Some(at) = end_at {
+            let recorded = std::time::Duration::from_nanos(at.saturating_sub(self.open_nanos))
+                .min(std::time::Duration::from_millis(1500));
+            if let Some(wait) = recorded.checked_sub(self.opened.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
         }
         let next = {
             let mut c = self.shared.lock();
