@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/runtime.proto",
         "proto/meta.proto",
         "proto/etcd.proto",
+        "proto/trace.proto",
     ];
     println!("cargo:rerun-if-changed=proto");
     for f in files {

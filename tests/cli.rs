@@ -193,3 +193,159 @@ fn decode_compact_json_object_with_a_type_field_is_an_object() {
     assert_eq!(v[0]["kind"], "Secret");
     assert_eq!(v[0]["name"], "nameValue");
 }
+
+/// The new knobs together, with `--record`; then `informer replay` of the file verifies the
+/// same final state, and the JSON reports carry the new fields.
+#[test]
+fn flood_records_and_replay_verifies() {
+    let dir = std::env::temp_dir().join(format!("informer-cli-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("flood.trace");
+    let out = bin()
+        .args([
+            "flood",
+            "--objects",
+            "300",
+            "--events",
+            "20000",
+            "--handlers",
+            "3",
+            "--slow-handlers",
+            "1",
+            "--slow-handler-delay",
+            "5us",
+            "--template",
+            "mixed",
+            "--format",
+            "json",
+            "--labels",
+            "3",
+            "--annotations",
+            "2",
+            "--mix",
+            "20:60:20",
+            "--fault-every",
+            "1000",
+            "--rate",
+            "200000",
+            "--json",
+            "--record",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["events"], 20000);
+    assert_eq!(v["format"], "Json");
+    assert!(v["store_lag_max"].as_u64().is_some());
+    assert!(v["relists"].as_u64().unwrap() >= 1);
+    // A fault every 1 000 events once the previous one fired (a list fault takes a relist,
+    // and with it some thousand events, to fire).
+    let f = &v["faults"];
+    assert!(f["injected"].as_u64().unwrap() >= 2, "{f}");
+    assert!(f["fired"].as_u64().unwrap() >= f["injected"].as_u64().unwrap());
+    assert_eq!(f["pending"], 0);
+    let per = v["per_handler"].as_array().unwrap();
+    assert_eq!(per.len(), 3);
+    assert_eq!(per[2]["slow"], true);
+    assert_eq!(per[0]["slow"], false);
+    for h in per {
+        assert!(h["delivered"].as_u64().unwrap() > 0);
+        assert!(h["max_pending"].as_u64().is_some());
+    }
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    let objects = v["objects"].as_u64().unwrap();
+    let rv = v["resource_version"].as_u64().unwrap();
+
+    let out = bin()
+        .args(["replay", "--handlers", "2", "--json"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["verified"], true, "{r}");
+    // The recording ends when the flood's informer reached the server's last change.
+    assert_eq!(r["objects"].as_u64().unwrap(), objects);
+    assert_eq!(r["resource_version"].as_u64().unwrap(), rv);
+    assert_eq!(r["relists"], v["relists"]);
+    // The replaying reflector asked for exactly what the recording one did.
+    assert_eq!(r["records_skipped"], 0, "{}", r["records_skipped_by_kind"]);
+    // Every list the flood's reflector completed is in the trace; the events between them
+    // (those not absorbed by a relist) were replayed.
+    assert_eq!(r["trace_lists"], v["lists"]);
+    assert!(r["events"].as_u64().unwrap() > 0);
+
+    // A truncated trace is a typed error (exit 2), not a panic.
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.join("cut.trace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let out = bin().arg("replay").arg(&cut).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("truncated"), "{err}");
+    let junk = dir.join("junk.trace");
+    std::fs::write(&junk, b"this is not a trace").unwrap();
+    let out = bin().arg("replay").arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a trace file"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn flood_duration_runs_for_that_long() {
+    let out = bin()
+        .args([
+            "flood",
+            "--objects",
+            "100",
+            "--duration",
+            "1.5",
+            "--rate",
+            "4000",
+            "--template",
+            "etcd-pod",
+            "--handlers",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], true);
+    // 1.5 s at 4 000 events/s, in steps of 256: about 6 000 events.
+    let events = v["events"].as_u64().unwrap();
+    assert!((4_000..=7_000).contains(&events), "{events}");
+    assert!(v["generate_seconds"].as_f64().unwrap() >= 1.5);
+}
+
+#[test]
+fn flood_rejects_bad_knobs() {
+    for args in [
+        &["--slow-handler-delay", "10"][..],
+        &["--mix", "1:2"],
+        &["--mix", "0:0:0"],
+        &["--events", "10", "--duration", "1"],
+    ] {
+        let out = bin().arg("flood").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = bin()
+        .args(["flood", "--handlers", "2", "--slow-handlers", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

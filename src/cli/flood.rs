@@ -3,7 +3,7 @@
 //! creates/updates/deletes, and at the end the store and every handler's view are compared
 //! with the simulator's truth.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -14,15 +14,19 @@ use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
-use informer::object::decode_list;
-use informer::object::{Object, ObjectKey, parse_resource_version};
-use informer::reflector::{ListOptions, ListerWatcher};
+use informer::object::{
+    DEFAULT_FRAME_LIMIT, Object, ObjectKey, decode_list, parse_resource_version,
+};
+use informer::reflector::{ListOptions, ListerWatcher, ReflectorConfig};
 use informer::server::{ServerConfig, ServerHandle, serve};
-use informer::sim::{FloodMix, SimConfig, SimServer, Truth};
-
-use super::sim_args::{SimFlags, Template, fixtures_dir, load_templates};
+use informer::sim::{Fault, FloodMix, SimConfig, SimServer, StreamFault, Truth};
 use informer::store::StoreConfig;
+use informer::trace::{
+    RecordingListerWatcher, ReplayListerWatcher, TraceReader, TraceWriter, expected_state,
+};
 use serde_json::json;
+
+use super::sim_args::{Format, SimFlags, Template, fixtures_dir, load_templates};
 
 /// How the informer reaches the simulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -62,15 +66,39 @@ pub(crate) struct FloodArgs {
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     objects: u64,
     /// Changes (ADDED/MODIFIED/DELETED events) to make after the initial list; at most 10
-    /// billion.
-    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(0..=10_000_000_000))]
-    events: u64,
+    /// billion (default 500 000 unless `--duration` is given).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=10_000_000_000))]
+    events: Option<u64>,
+    /// Flood for this many seconds instead of a number of events.
+    #[arg(long, conflicts_with = "events", value_parser = parse_seconds)]
+    duration: Option<Duration>,
+    /// Changes per second the generator aims at (default: as fast as the pipeline takes them).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    rate: Option<u64>,
     /// Event handlers (listeners), each on its own thread keeping its own view; at most 1024.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=1024))]
     handlers: u64,
+    /// How many of the handlers are slow (the last ones): each spends `--slow-handler-delay`
+    /// per notification.
+    #[arg(long, default_value_t = 0)]
+    slow_handlers: u64,
+    /// Time a slow handler spends per notification (`50us`, `2ms`, `0.5s`). Sleeps are
+    /// taken once at least 1 ms is owed, so the average cost per notification is exact even
+    /// below the OS sleep granularity.
+    #[arg(long, default_value = "100us", value_parser = parse_delay)]
+    slow_handler_delay: Duration,
     /// Object template.
     #[arg(long, value_enum, default_value_t = Template::HeadPod)]
     template: Template,
+    /// Wire encoding the simulator serves (and the informer decodes).
+    #[arg(long, value_enum, default_value_t = Format::Protobuf)]
+    format: Format,
+    /// Extra labels on every object.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    labels: u32,
+    /// Annotations on every object.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    annotations: u32,
     /// Overflow policy of every handler.
     #[arg(long, value_enum, default_value_t = Policy::Unbounded)]
     policy: Policy,
@@ -78,12 +106,38 @@ pub(crate) struct FloodArgs {
     /// creates and deletes in equal parts).
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(0..=100))]
     update_percent: u32,
+    /// Relative weights `CREATE:UPDATE:DELETE` of changes once the object count is reached
+    /// (e.g. `10:80:10`); replaces `--update-percent`.
+    #[arg(long, conflicts_with = "update_percent", value_parser = parse_mix)]
+    mix: Option<(u32, u32, u32)>,
     /// Store shards.
     #[arg(long, default_value_t = 16)]
     shards: usize,
     /// Seed of the simulator (same seed, same objects and events).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Inject a fault every this many events, cycling through every one-shot fault of the
+    /// simulator (`informer::sim::Fault::catalogue`: list and watch answers 410, 429, 500,
+    /// too-large, too-large-legacy, refused; stream close, 410, corrupt, oversized, stall,
+    /// reset), each list or watch fault followed by a stream fault that makes the reflector
+    /// list or watch again so that it fires. A fault is injected only once the previous one
+    /// fired. Needs the simulator in this process (not `--server`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    fault_every: Option<u64>,
+    /// Reflector watch timeout in seconds (client-go's 5 min by default; 1 s with
+    /// `--fault-every`, so that a stalled stream costs at most 2 s).
+    #[arg(long, value_parser = parse_seconds)]
+    watch_timeout: Option<Duration>,
+    /// Largest reflector backoff in seconds (client-go's 30 s by default; 0.1 s with
+    /// `--fault-every`: faults every few seconds never let the backoff reset, and at 30 s (or
+    /// even 1 s, plus jitter) the flood would spend its time waiting; the first backoff is then
+    /// 10 ms instead of 800 ms).
+    #[arg(long, value_parser = parse_seconds)]
+    backoff_max: Option<Duration>,
+    /// Write the stream the informer consumed to this trace file (`proto/trace.proto`), for
+    /// `informer replay`.
+    #[arg(long, value_name = "FILE")]
+    record: Option<std::path::PathBuf>,
     /// Directory of the fixtures (default: ../shared/fixtures).
     #[arg(long)]
     fixtures: Option<std::path::PathBuf>,
@@ -108,10 +162,79 @@ pub(crate) struct FloodArgs {
     no_progress: bool,
 }
 
+/// Arguments of `informer replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// A trace written by `informer flood --record`.
+    file: std::path::PathBuf,
+    /// Event handlers, each keeping its own view; at most 1024.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=1024))]
+    handlers: u64,
+    /// Overflow policy of every handler.
+    #[arg(long, value_enum, default_value_t = Policy::Unbounded)]
+    policy: Policy,
+    /// Store shards.
+    #[arg(long, default_value_t = 16)]
+    shards: usize,
+    /// Largest reflector backoff in seconds after a recorded error (default 0.1 s; the first
+    /// backoff is 10 ms: there is no server to spare).
+    #[arg(long, value_parser = parse_seconds)]
+    backoff_max: Option<Duration>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `SECS` (fractional allowed) as a duration.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    Duration::try_from_secs_f64(v).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `NUMBER UNIT` with UNIT one of `ns`, `us`, `µs`, `ms`, `s`.
+fn parse_delay(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("{s:?}: a unit is needed (ns, us, ms, s)"))?;
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    let secs = match unit.trim() {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" => v,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (ns, us, ms, s)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `C:U:D` relative weights, not all zero.
+fn parse_mix(s: &str) -> Result<(u32, u32, u32), String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [c, u, d] = parts.as_slice() else {
+        return Err(format!(
+            "{s:?}: expected CREATE:UPDATE:DELETE weights, e.g. 10:80:10"
+        ));
+    };
+    let n = |x: &str| {
+        x.trim()
+            .parse::<u32>()
+            .map_err(|e| format!("{s:?}: {x:?}: {e}"))
+    };
+    let (c, u, d) = (n(c)?, n(u)?, n(d)?);
+    if c.saturating_add(u).saturating_add(d) == 0 {
+        return Err(format!("{s:?}: the weights are all zero"));
+    }
+    Ok((c, u, d))
+}
+
 /// Changes made per generator step; the time of each step is recorded for latencies.
-/// (At least this many; runs of over 256 million events use longer steps so that the table of
-/// step times stays within a million entries.)
 const STEP: u64 = 256;
+
+/// Entries of the step-time table (8 MiB): runs of more steps (over 268 million events at 256
+/// per step) keep flooding but record no latency samples past it.
+const MAX_STEPS: usize = 1 << 20;
 
 /// When each generator step finished, indexed by step: a handler looks up the step of the
 /// resourceVersion it sees to measure server-change-to-handler latency.
@@ -124,6 +247,15 @@ struct Clock {
 }
 
 impl Clock {
+    fn new(step: u64, steps: usize) -> Self {
+        Clock {
+            start: Instant::now(),
+            step,
+            first_rv: AtomicU64::new(0),
+            step_done_ns: (0..steps).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
     fn latency_ns(&self, rv: u64) -> Option<u64> {
         let first = self.first_rv.load(Ordering::Acquire);
         if first == 0 || rv < first {
@@ -137,6 +269,12 @@ impl Clock {
         let now = self.start.elapsed().as_nanos() as u64;
         Some(now.saturating_sub(done))
     }
+
+    fn mark(&self, step: usize) {
+        if let Some(s) = self.step_done_ns.get(step) {
+            s.store(self.start.elapsed().as_nanos() as u64, Ordering::Release);
+        }
+    }
 }
 
 /// A handler's view of the world: what a controller rebuilding state from notifications holds.
@@ -148,24 +286,37 @@ struct View {
 
 struct ViewHandler {
     view: Arc<Mutex<View>>,
-    clock: Arc<Clock>,
+    clock: Option<Arc<Clock>>,
+    /// Time spent per notification by a slow handler.
+    delay: Option<Duration>,
+    /// Delay owed and not slept yet.
+    owed: Duration,
 }
 
 impl ViewHandler {
-    fn record(&self, view: &mut View, obj: &Object) {
+    fn record(&mut self, obj: &Object) -> std::sync::MutexGuard<'_, View> {
+        if let Some(d) = self.delay {
+            self.owed += d;
+            if self.owed >= Duration::from_millis(1) {
+                let t = Instant::now();
+                std::thread::sleep(self.owed);
+                self.owed = self.owed.saturating_sub(t.elapsed());
+            }
+        }
+        let mut view = self.view.lock().unwrap_or_else(PoisonError::into_inner);
         view.notifications += 1;
-        if let Some(ns) =
-            parse_resource_version(obj.resource_version()).and_then(|rv| self.clock.latency_ns(rv))
-        {
+        if let Some(ns) = self.clock.as_ref().and_then(|c| {
+            parse_resource_version(obj.resource_version()).and_then(|rv| c.latency_ns(rv))
+        }) {
             let _ = view.latency.record(ns.max(1));
         }
+        view
     }
 }
 
 impl EventHandler for ViewHandler {
     fn on_add(&mut self, obj: &Arc<Object>, _is_in_initial_list: bool) {
-        let mut v = self.view.lock().unwrap_or_else(PoisonError::into_inner);
-        self.record(&mut v, obj);
+        let mut v = self.record(obj);
         v.objects.insert(
             obj.key(),
             (obj.uid().to_owned(), obj.resource_version().to_owned()),
@@ -173,8 +324,7 @@ impl EventHandler for ViewHandler {
     }
 
     fn on_update(&mut self, _old: &Arc<Object>, new: &Arc<Object>) {
-        let mut v = self.view.lock().unwrap_or_else(PoisonError::into_inner);
-        self.record(&mut v, new);
+        let mut v = self.record(new);
         v.objects.insert(
             new.key(),
             (new.uid().to_owned(), new.resource_version().to_owned()),
@@ -182,8 +332,7 @@ impl EventHandler for ViewHandler {
     }
 
     fn on_delete(&mut self, obj: &DeltaObject) {
-        let mut v = self.view.lock().unwrap_or_else(PoisonError::into_inner);
-        self.record(&mut v, obj.object());
+        let mut v = self.record(obj.object());
         v.objects.remove(&obj.key());
     }
 }
@@ -260,7 +409,7 @@ impl Source {
                     limit: Some(500),
                     ..Default::default()
                 };
-                let mut objects = std::collections::BTreeMap::new();
+                let mut objects = BTreeMap::new();
                 loop {
                     let page = r.lw.list(&opts).await.map_err(|e| e.to_string())?;
                     let list = decode_list(page).map_err(|e| e.to_string())?;
@@ -310,22 +459,98 @@ async fn control(
     serde_json::from_slice(&body).map_err(|e| format!("{path}: {e}"))
 }
 
-fn run_inner(args: &FloodArgs) -> Result<bool, String> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// Reflector settings of a flood: client-go's, with the shorter watch timeout, a 10 ms first
+/// backoff and the 100 ms backoff cap of a fault run unless given.
+fn reflector_config(args: &FloodArgs) -> ReflectorConfig {
+    let faults = args.fault_every.is_some();
+    let mut rc = ReflectorConfig::default();
+    if let Some(t) = args
+        .watch_timeout
+        .or(faults.then_some(Duration::from_secs(1)))
+    {
+        rc = rc.min_watch_timeout(t);
+    }
+    if faults {
+        rc.backoff.initial = Duration::from_millis(10);
+    }
+    if let Some(m) = args
+        .backoff_max
+        .or(faults.then_some(Duration::from_millis(100)))
+    {
+        rc.backoff.max = m;
+        rc.backoff.initial = rc.backoff.initial.min(m);
+    }
+    rc
+}
+
+fn run_inner(args: &FloodArgs) -> Result<bool, String> {
+    if args.slow_handlers > args.handlers {
+        return Err(format!(
+            "--slow-handlers {} is more than --handlers {}",
+            args.slow_handlers, args.handlers
+        ));
+    }
+    if args.fault_every.is_some() && args.server.is_some() {
+        return Err("--fault-every needs the simulator in this process (not --server)".into());
+    }
+    let runtime = runtime()?;
     let config = InformerConfig {
         store: StoreConfig::new().shards(args.shards),
+        reflector: reflector_config(args),
         ..Default::default()
     };
-    if args.transport == Transport::InProcess && args.server.is_none() {
+    let writer = match &args.record {
+        Some(path) => Some(TraceWriter::create(path, "pods").map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let ok = if args.transport == Transport::InProcess && args.server.is_none() {
         let (sim, _) = build_sim(args)?;
-        let informer = Informer::new(sim.clone(), config);
-        return run_pipeline(args, &runtime, informer, Source::Local(sim), "in-process");
+        let source = Source::Local(sim.clone());
+        match &writer {
+            Some(w) => {
+                let lw = RecordingListerWatcher::new(sim, w.clone());
+                run_pipeline(
+                    args,
+                    &runtime,
+                    Informer::new(lw, config),
+                    source,
+                    "in-process",
+                    Some(w),
+                )
+            }
+            None => run_pipeline(
+                args,
+                &runtime,
+                Informer::new(sim, config),
+                source,
+                "in-process",
+                None,
+            ),
+        }
+    } else {
+        run_http(args, &runtime, config, writer.as_ref())
+    };
+    if let Some(w) = writer {
+        w.finish().map_err(|e| e.to_string())?;
     }
-    // HTTP: a server in this process on a loopback port, or the one named by --server.
+    ok
+}
+
+fn run_http(
+    args: &FloodArgs,
+    runtime: &tokio::runtime::Runtime,
+    config: InformerConfig,
+    writer: Option<&Arc<TraceWriter>>,
+) -> Result<bool, String> {
+    // A server in this process on a loopback port, or the one named by --server.
     let mut handle: Option<ServerHandle> = None;
     let (url, local) = match &args.server {
         Some(url) => (url.clone(), None),
@@ -369,9 +594,28 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
             lw: lw.clone(),
         })),
     };
-    let informer = Informer::new(lw, config);
     let label = format!("http {} ({:?})", url, args.accept);
-    let ok = run_pipeline(args, &runtime, informer, source, &label);
+    let ok = match writer {
+        Some(w) => {
+            let lw = RecordingListerWatcher::new(lw, w.clone());
+            run_pipeline(
+                args,
+                runtime,
+                Informer::new(lw, config),
+                source,
+                &label,
+                Some(w),
+            )
+        }
+        None => run_pipeline(
+            args,
+            runtime,
+            Informer::new(lw, config),
+            source,
+            &label,
+            None,
+        ),
+    };
     if let Some(h) = handle {
         runtime.block_on(h.shutdown());
     }
@@ -381,14 +625,17 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
 /// The simulator of an in-process flood, and the JSON twins of its templates.
 fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), String> {
     let dir = fixtures_dir(args.fixtures.as_ref())?;
-    let (templates, twins) = load_templates(args.template, &dir)?;
-    let rest = 100 - args.update_percent;
+    let (templates, twins) = load_templates(args.template, args.format, &dir)?;
     let objects = args.objects as usize;
+    let (create, update, delete) = args.mix.unwrap_or_else(|| {
+        let rest = 100 - args.update_percent;
+        (rest.div_ceil(2), args.update_percent, rest / 2)
+    });
     let mix = FloodMix {
         target_objects: objects,
-        create: rest.div_ceil(2),
-        update: args.update_percent,
-        delete: rest / 2,
+        create,
+        update,
+        delete,
     };
     let base = SimConfig::new(templates)
         .seed(args.seed)
@@ -396,29 +643,24 @@ fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), Strin
         .initial_objects(objects)
         .history_window(10_000)
         .flow_control(true)
-        .update_template(args.template.update_template());
+        .update_template(args.template.update_template())
+        .extra_labels(args.labels)
+        .extra_annotations(args.annotations);
     let sim = SimServer::new(args.sim.apply(base)).map_err(|e| e.to_string())?;
     args.sim.arm(&sim);
     Ok((sim, twins))
 }
 
-fn run_pipeline<L: ListerWatcher>(
-    args: &FloodArgs,
-    runtime: &tokio::runtime::Runtime,
-    informer: Informer<L>,
-    source: Source,
-    transport: &str,
-) -> Result<bool, String> {
-    let handlers = args.handlers as usize;
-    let step_len = STEP.max(args.events.div_ceil(1_000_000));
-    let steps = args.events.div_ceil(step_len) as usize + 1;
-    let clock = Arc::new(Clock {
-        start: Instant::now(),
-        step: step_len,
-        first_rv: AtomicU64::new(0),
-        step_done_ns: (0..steps).map(|_| AtomicU64::new(0)).collect(),
-    });
-    let policy = match args.policy {
+/// Handlers with their views, registered on an informer.
+fn add_views<L: ListerWatcher>(
+    informer: &Informer<L>,
+    handlers: u64,
+    slow: u64,
+    delay: Duration,
+    policy: Policy,
+    clock: Option<&Arc<Clock>>,
+) -> Result<Vec<Arc<Mutex<View>>>, String> {
+    let policy = match policy {
         Policy::Unbounded => OverflowPolicy::Unbounded,
         Policy::Block => OverflowPolicy::Block { capacity: 64 },
         Policy::Coalesce => OverflowPolicy::CoalesceByKey,
@@ -430,11 +672,14 @@ fn run_pipeline<L: ListerWatcher>(
             latency: Histogram::new(3).map_err(|e| e.to_string())?,
             notifications: 0,
         }));
+        let is_slow = i >= handlers - slow;
         informer
             .add_event_handler_with_options(
                 ViewHandler {
                     view: view.clone(),
-                    clock: clock.clone(),
+                    clock: clock.cloned(),
+                    delay: is_slow.then_some(delay),
+                    owed: Duration::ZERO,
                 },
                 HandlerOptions::new()
                     .name(format!("handler-{i}"))
@@ -443,6 +688,309 @@ fn run_pipeline<L: ListerWatcher>(
             .map_err(|e| e.to_string())?;
         views.push(view);
     }
+    Ok(views)
+}
+
+/// `None` when `got` equals `expected`; otherwise counts of missing, extra and stale keys with
+/// one example of each.
+fn diff(
+    expected: &BTreeMap<ObjectKey, (String, String)>,
+    got: &BTreeMap<ObjectKey, (String, String)>,
+    rv: u64,
+) -> Option<String> {
+    if got == expected {
+        return None;
+    }
+    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
+    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
+    let stale: Vec<_> = expected
+        .iter()
+        .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
+        .collect();
+    Some(format!(
+        "{} objects, expected {} at resourceVersion {rv}; {} missing (e.g. {:?}), {} extra \
+         (e.g. {:?}), {} stale (e.g. {:?})",
+        got.len(),
+        expected.len(),
+        missing.len(),
+        missing.first(),
+        extra.len(),
+        extra.first(),
+        stale.len(),
+        stale.first()
+    ))
+}
+
+/// Compares the store and every view with `expected`; the problems found, the merged latency
+/// histogram and each view's notification count.
+fn verify<L: ListerWatcher>(
+    informer: &Informer<L>,
+    views: &[Arc<Mutex<View>>],
+    expected: &BTreeMap<ObjectKey, (String, String)>,
+    rv: u64,
+    problems: &mut Vec<String>,
+) -> Result<(Histogram<u64>, Vec<u64>), String> {
+    let snapshot = informer.store().snapshot();
+    let in_store: BTreeMap<ObjectKey, (String, String)> = snapshot
+        .iter()
+        .map(|(k, o)| {
+            (
+                k.clone(),
+                (o.uid().to_owned(), o.resource_version().to_owned()),
+            )
+        })
+        .collect();
+    if let Some(d) = diff(expected, &in_store, rv) {
+        problems.push(format!("store: {d}"));
+    }
+    let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    let mut per_handler = Vec::new();
+    for (i, view) in views.iter().enumerate() {
+        let v = view.lock().unwrap_or_else(PoisonError::into_inner);
+        let got: BTreeMap<ObjectKey, (String, String)> = v
+            .objects
+            .iter()
+            .map(|(k, x)| (k.clone(), x.clone()))
+            .collect();
+        if let Some(d) = diff(expected, &got, rv) {
+            problems.push(format!("handler-{i}: {d}"));
+        }
+        let _ = latency.add(&v.latency);
+        per_handler.push(v.notifications);
+    }
+    Ok((latency, per_handler))
+}
+
+/// The parts of a report every run has: throughput, latency, reflector counters, handlers,
+/// memory and verification.
+#[allow(clippy::too_many_arguments)]
+fn common_report<L: ListerWatcher>(
+    informer: &Informer<L>,
+    events: u64,
+    secs: f64,
+    latency: &Histogram<u64>,
+    per_handler: &[u64],
+    slow: u64,
+    problems: &[String],
+) -> serde_json::Value {
+    let listener_stats: Vec<_> = informer
+        .distributor()
+        .listeners()
+        .iter()
+        .map(|l| l.stats())
+        .collect();
+    let stats = informer
+        .reflector_metrics()
+        .map(|m| m.snapshot())
+        .unwrap_or_default();
+    let n = per_handler.len() as u64;
+    json!({
+        "events": events,
+        "seconds": secs,
+        "events_per_second": events as f64 / secs,
+        "watch_megabytes_per_second": stats.watch_bytes as f64 / 1e6 / secs,
+        "watch_bytes": stats.watch_bytes,
+        "latency_ns": {"p50": latency.value_at_quantile(0.5), "p99": latency.value_at_quantile(0.99),
+                       "p999": latency.value_at_quantile(0.999), "max": latency.max(), "samples": latency.len()},
+        "lists": stats.lists,
+        "watches": stats.watches,
+        "relists": stats.relists,
+        "watch_timeouts": stats.watch_timeouts,
+        "watch_events": stats.events,
+        "errors": stats.errors,
+        "backoffs": stats.backoffs,
+        "handlers": n,
+        "per_handler": listener_stats.iter().zip(per_handler).enumerate().map(|(i, (s, got))| json!({
+            "name": format!("handler-{i}"),
+            "slow": (i as u64) >= n - slow.min(n),
+            "notifications": got,
+            "delivered": s.delivered,
+            "coalesced": s.coalesced,
+            "max_pending": s.max_pending,
+            "panics": s.panics})).collect::<Vec<_>>(),
+        "max_pending": listener_stats.iter().map(|s| s.max_pending).max().unwrap_or(0),
+        "panics": listener_stats.iter().map(|s| s.panics).sum::<u64>(),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "verified": problems.is_empty(),
+        "problems": problems,
+    })
+}
+
+/// Prints `report` as JSON or as text.
+fn print_report(title: &str, report: &serde_json::Value, as_json: bool) {
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).unwrap_or_default()
+        );
+        return;
+    }
+    let r = report;
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    let u = |k: &str| r[k].as_u64().unwrap_or(0);
+    let ns = |q: &str| Duration::from_nanos(r["latency_ns"][q].as_u64().unwrap_or(0));
+    println!("{title}");
+    if let Some(t) = r["transport"].as_str() {
+        println!("  transport:          {t}");
+    }
+    if let Some(s) = r["initial_list_seconds"].as_f64() {
+        println!("  initial list:       {s:.2} s");
+    }
+    println!(
+        "  throughput:         {:.0} events/s, {:.1} MB/s of watch stream ({:.2} s)",
+        f("events_per_second"),
+        f("watch_megabytes_per_second"),
+        f("seconds")
+    );
+    if r["latency_ns"]["samples"].as_u64().unwrap_or(0) > 0 {
+        println!(
+            "  handler latency:    p50 {:?}  p99 {:?}  p999 {:?}  (server change → handler, {} samples)",
+            ns("p50"),
+            ns("p99"),
+            ns("p999"),
+            r["latency_ns"]["samples"]
+        );
+    }
+    if let Some(lag) = r["store_lag_max"].as_u64() {
+        println!(
+            "  store lag:          max {lag} resourceVersions behind the server (sampled per step)"
+        );
+    }
+    println!(
+        "  reflector:          {} lists ({} relists), {} watches, {} watch timeouts, {} errors",
+        u("lists"),
+        u("relists"),
+        u("watches"),
+        u("watch_timeouts"),
+        u("errors")
+    );
+    if r["faults"].is_object() {
+        println!(
+            "  faults:             {} injected, {} fired, {} of {} kinds, {} pending",
+            r["faults"]["injected"],
+            r["faults"]["fired"],
+            r["faults"]["kinds_fired"],
+            r["faults"]["kinds"],
+            r["faults"]["pending"]
+        );
+    }
+    if let Some(rec) = r["record"].as_object() {
+        println!(
+            "  recorded:           {} records to {}",
+            rec.get("records").unwrap_or(&serde_json::Value::Null),
+            rec.get("path").and_then(|p| p.as_str()).unwrap_or("")
+        );
+    }
+    for h in r["per_handler"].as_array().into_iter().flatten() {
+        println!(
+            "  {:<18}  {} notifications, max pending {}, panics {}{}",
+            format!("{}:", h["name"].as_str().unwrap_or("")),
+            h["notifications"],
+            h["max_pending"],
+            h["panics"],
+            if h["slow"] == true { " (slow)" } else { "" }
+        );
+    }
+    if let Some(rss) = r["peak_rss_bytes"].as_u64() {
+        println!(
+            "  peak RSS:           {:.1} MiB",
+            rss as f64 / (1024.0 * 1024.0)
+        );
+    }
+    if r["verified"] == true {
+        println!(
+            "  verified:           store and all {} handler views equal the expected {} objects at resourceVersion {}",
+            u("handlers"),
+            r["objects"],
+            r["resource_version"]
+        );
+    } else {
+        println!("  VERIFICATION FAILED:");
+        for p in r["problems"].as_array().into_iter().flatten() {
+            println!("    {}", p.as_str().unwrap_or(""));
+        }
+    }
+}
+
+/// Injects the simulator's one-shot faults in turn, each with what makes it fire.
+struct FaultDriver {
+    every: u64,
+    next_at: u64,
+    catalogue: Vec<Fault>,
+    next: usize,
+    injected: u64,
+    /// Kinds injected (each fired once the next one is injected or at the end).
+    kinds_injected: std::collections::BTreeSet<String>,
+}
+
+impl FaultDriver {
+    fn new(every: u64) -> Self {
+        FaultDriver {
+            every,
+            next_at: every,
+            catalogue: Fault::catalogue(),
+            next: 0,
+            injected: 0,
+            kinds_injected: Default::default(),
+        }
+    }
+
+    /// After `made` events: injects the next fault when due and the previous ones fired.
+    fn tick(&mut self, sim: &SimServer, made: u64) {
+        if made < self.next_at || sim.stats().faults_pending > 0 {
+            return;
+        }
+        let fault = self.catalogue[self.next % self.catalogue.len()];
+        self.next += 1;
+        sim.inject(fault);
+        // A list or watch fault waits for the next list or watch: make the reflector ask.
+        match fault {
+            Fault::List(_) => sim.inject(Fault::Stream {
+                after_events: 0,
+                action: StreamFault::Expired,
+            }),
+            Fault::Watch(_) => sim.inject(Fault::Stream {
+                after_events: 0,
+                action: StreamFault::Close,
+            }),
+            Fault::Stream { .. } => {}
+        }
+        self.injected += 1;
+        self.kinds_injected.insert(fault.to_string());
+        self.next_at = made + self.every;
+    }
+}
+
+fn run_pipeline<L: ListerWatcher>(
+    args: &FloodArgs,
+    runtime: &tokio::runtime::Runtime,
+    informer: Informer<L>,
+    source: Source,
+    transport: &str,
+    writer: Option<&Arc<TraceWriter>>,
+) -> Result<bool, String> {
+    let limit = match (args.events, args.duration) {
+        (Some(n), _) => n,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => 500_000,
+    };
+    let step_len = if limit == u64::MAX {
+        STEP
+    } else {
+        STEP.max(limit.div_ceil(MAX_STEPS as u64))
+    };
+    let steps = (limit.div_ceil(step_len) as usize)
+        .saturating_add(1)
+        .min(MAX_STEPS);
+    let clock = Arc::new(Clock::new(step_len, steps));
+    let views = add_views(
+        &informer,
+        args.handlers,
+        args.slow_handlers,
+        args.slow_handler_delay,
+        args.policy,
+        Some(&clock),
+    )?;
 
     informer.start(runtime.handle());
     let synced = runtime.block_on(informer.wait_for_cache_sync(Duration::from_secs(120)));
@@ -454,178 +1002,266 @@ fn run_pipeline<L: ListerWatcher>(
     let show_bar = !(args.no_progress || args.json);
     let bar = {
         // Drawn only once the flood has run for a second (short runs stay quiet).
-        let b = ProgressBar::with_draw_target(Some(args.events), ProgressDrawTarget::hidden());
+        let len = if limit == u64::MAX {
+            args.duration.map_or(0, |d| d.as_secs())
+        } else {
+            limit
+        };
+        let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+        let template = if limit == u64::MAX {
+            "{spinner} flood [{elapsed_precise}] {bar:40} {pos}/{len} s {msg}"
+        } else {
+            "{spinner} flood [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec})"
+        };
         b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} flood [{elapsed_precise}] {bar:40} {pos}/{len} events ({per_sec})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         b
     };
 
     // The flood: a step at a time, recording when each step's changes exist on the server.
+    let store = informer.store();
+    let mut faults = args.fault_every.map(FaultDriver::new);
     let flood_start = Instant::now();
     let first_rv = runtime.block_on(source.resource_version())? + 1;
     clock.first_rv.store(first_rv, Ordering::Release);
     let mut made = 0u64;
     let mut step = 0usize;
+    let mut lag_max = 0u64;
     runtime.block_on(async {
-        while made < args.events {
-            let n = step_len.min(args.events - made);
-            source.flood(n).await?;
-            clock.step_done_ns[step]
-                .store(clock.start.elapsed().as_nanos() as u64, Ordering::Release);
+        while made < limit && args.duration.is_none_or(|d| flood_start.elapsed() < d) {
+            let n = step_len.min(limit - made);
+            let rv = source.flood(n).await?;
+            clock.mark(step);
             step += 1;
             made += n;
+            lag_max = lag_max.max(rv.saturating_sub(store.resource_version()));
+            if let (Some(f), Source::Local(sim)) = (faults.as_mut(), &source) {
+                f.tick(sim, made);
+            }
+            if let Some(rate) = args.rate {
+                let due = Duration::from_secs_f64(made as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(flood_start.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
             if show_bar && bar.is_hidden() && flood_start.elapsed() > Duration::from_secs(1) {
                 bar.set_draw_target(ProgressDrawTarget::stderr());
             }
-            bar.set_position(made);
+            if limit == u64::MAX {
+                bar.set_position(flood_start.elapsed().as_secs());
+                bar.set_message(format!("{made} events"));
+            } else {
+                bar.set_position(made);
+            }
         }
         Ok::<(), String>(())
     })?;
     let generated = flood_start.elapsed();
 
+    // Faults still waiting for a request (a list fault whose relist has not come yet) get a
+    // bounded time to fire.
+    let mut problems = Vec::new();
+    if let (Source::Local(sim), Some(_)) = (&source, &faults) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while sim.stats().faults_pending > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     // Wait until the store reflects the server's last change and every handler caught up.
     let target = runtime.block_on(source.resource_version())?;
-    let store = informer.store();
     let caught_up = store.wait_for_blocking(target, Duration::from_secs(120));
     informer.flush();
     let elapsed = flood_start.elapsed();
     bar.finish_and_clear();
 
-    // Verification against the truth (at the store's version: the server may have moved on).
-    let mut problems = Vec::new();
     if caught_up.is_err() {
         problems.push(format!(
             "store stuck at resourceVersion {} (server at {target})",
             store.resource_version(),
         ));
     }
-    let snapshot = store.snapshot();
-    let truth = runtime.block_on(source.truth(snapshot.resource_version().max(target)))?;
-    let in_store: std::collections::BTreeMap<ObjectKey, (String, String)> = snapshot
-        .iter()
-        .map(|(k, o)| {
-            (
-                k.clone(),
-                (o.uid().to_owned(), o.resource_version().to_owned()),
-            )
-        })
-        .collect();
-    if let Some(d) = truth.diff(&in_store) {
-        problems.push(format!("store: {d}"));
-    }
-    let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
-    let mut per_handler = Vec::new();
-    for (i, view) in views.iter().enumerate() {
-        let v = view.lock().unwrap_or_else(PoisonError::into_inner);
-        let got: std::collections::BTreeMap<ObjectKey, (String, String)> = v
-            .objects
-            .iter()
-            .map(|(k, x)| (k.clone(), x.clone()))
-            .collect();
-        if let Some(d) = truth.diff(&got) {
-            problems.push(format!("handler-{i}: {d}"));
-        }
-        let _ = latency.add(&v.latency);
-        per_handler.push(v.notifications);
-    }
-    let listener_stats: Vec<_> = informer
-        .distributor()
-        .listeners()
-        .iter()
-        .map(|l| l.stats())
-        .collect();
-    let rm = informer.reflector_metrics();
-    let watch_bytes = rm
-        .as_ref()
-        .map_or(0, |m| m.watch_bytes.load(Ordering::Relaxed));
-    let relists = rm.as_ref().map_or(0, |m| m.relists.load(Ordering::Relaxed));
-    let watches = rm.as_ref().map_or(0, |m| m.watches.load(Ordering::Relaxed));
+    // Verification against the truth (at the store's version: the server may have moved on).
+    let truth = runtime.block_on(source.truth(store.snapshot().resource_version().max(target)))?;
+    let (latency, per_handler) = verify(
+        &informer,
+        &views,
+        &truth.versions(),
+        truth.resource_version,
+        &mut problems,
+    )?;
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let ok = problems.is_empty();
-    let q = |p: f64| Duration::from_nanos(latency.value_at_quantile(p));
+    let mut report = common_report(
+        &informer,
+        made,
+        secs,
+        &latency,
+        &per_handler,
+        args.slow_handlers,
+        &problems,
+    );
     informer.shutdown();
+    let r = report.as_object_mut().ok_or("report is not an object")?;
+    r.insert("template".into(), json!(format!("{:?}", args.template)));
+    r.insert("format".into(), json!(format!("{:?}", args.format)));
+    r.insert("transport".into(), json!(transport));
+    r.insert("objects".into(), json!(truth.objects.len()));
+    r.insert("resource_version".into(), json!(truth.resource_version));
+    r.insert(
+        "initial_list_seconds".into(),
+        json!(list_done.as_secs_f64()),
+    );
+    r.insert("generate_seconds".into(), json!(generated.as_secs_f64()));
+    r.insert("store_lag_max".into(), json!(lag_max));
+    r.insert("policy".into(), json!(format!("{:?}", args.policy)));
+    r.insert("slow_handlers".into(), json!(args.slow_handlers));
+    r.insert(
+        "slow_handler_delay_ns".into(),
+        json!(args.slow_handler_delay.as_nanos() as u64),
+    );
+    r.insert("seed".into(), json!(args.seed));
+    if let (Some(f), Source::Local(sim)) = (&faults, &source) {
+        let st = sim.stats();
+        r.insert(
+            "faults".into(),
+            json!({
+                "every": f.every,
+                "injected": f.injected,
+                "fired": st.faults_fired,
+                "pending": st.faults_pending,
+                "kinds": f.catalogue.len(),
+                "kinds_fired": if st.faults_pending == 0 { f.kinds_injected.len() } else { f.kinds_injected.len().saturating_sub(1) },
+                "kinds_list": f.kinds_injected.iter().collect::<Vec<_>>(),
+            }),
+        );
+    }
+    if let Some(path) = &args.record {
+        r.insert(
+            "record".into(),
+            json!({"path": path.display().to_string(), "records": writer.map(|w| w.records())}),
+        );
+    }
+    let ok = problems.is_empty();
+    let title = format!(
+        "flood: {made} events over {} objects ({:?} template, {:?}), {} handlers ({:?}, {} slow)",
+        truth.objects.len(),
+        args.template,
+        args.format,
+        args.handlers,
+        args.policy,
+        args.slow_handlers
+    );
+    print_report(&title, &report, args.json);
+    Ok(ok)
+}
 
-    if args.json {
-        let report = json!({
-            "template": format!("{:?}", args.template),
-            "transport": transport,
-            "objects": truth.objects.len(),
-            "events": args.events,
-            "handlers": args.handlers,
-            "initial_list_seconds": list_done.as_secs_f64(),
-            "seconds": secs,
-            "generate_seconds": generated.as_secs_f64(),
-            "events_per_second": args.events as f64 / secs,
-            "watch_megabytes_per_second": watch_bytes as f64 / 1e6 / secs,
-            "watch_bytes": watch_bytes,
-            "latency_ns": {"p50": latency.value_at_quantile(0.5), "p99": latency.value_at_quantile(0.99),
-                           "p999": latency.value_at_quantile(0.999), "max": latency.max(), "samples": latency.len()},
-            "watches": watches,
-            "relists": relists,
-            "per_handler": listener_stats.iter().zip(&per_handler).map(|(s, n)| json!({
-                "notifications": n, "max_pending": s.max_pending, "panics": s.panics})).collect::<Vec<_>>(),
-            "peak_rss_bytes": peak_rss_bytes(),
-            "verified": ok,
-            "problems": problems,
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    } else {
-        println!(
-            "flood: {} events over {} objects ({:?} template), {} handlers ({:?})",
-            args.events,
-            truth.objects.len(),
-            args.template,
-            args.handlers,
-            args.policy
-        );
-        println!("  transport:          {transport}");
-        println!("  initial list:       {:.2} s", list_done.as_secs_f64());
-        println!(
-            "  throughput:         {:.0} events/s, {:.1} MB/s of watch stream ({:.2} s)",
-            args.events as f64 / secs,
-            watch_bytes as f64 / 1e6 / secs,
-            secs
-        );
-        println!(
-            "  handler latency:    p50 {:?}  p99 {:?}  p999 {:?}  (server change → handler, {} samples)",
-            q(0.5),
-            q(0.99),
-            q(0.999),
-            latency.len()
-        );
-        println!("  watches:            {watches} opened, {relists} relists");
-        for (i, (s, n)) in listener_stats.iter().zip(&per_handler).enumerate() {
-            println!(
-                "  handler-{i}:          {n} notifications, max pending {}, panics {}",
-                s.max_pending, s.panics
-            );
-        }
-        if let Some(rss) = peak_rss_bytes() {
-            println!(
-                "  peak RSS:           {:.1} MiB",
-                rss as f64 / (1024.0 * 1024.0)
-            );
-        }
-        if ok {
-            println!(
-                "  verified:           store and all {} handler views equal the server's {} objects at resourceVersion {}",
-                args.handlers,
-                truth.objects.len(),
-                truth.resource_version
-            );
-        } else {
-            println!("  VERIFICATION FAILED:");
-            for p in &problems {
-                println!("    {p}");
-            }
+/// Runs `informer replay`; the exit code (1 when verification fails, 2 on a bad trace).
+pub(crate) fn replay(args: &ReplayArgs) -> i32 {
+    match replay_inner(args) {
+        Ok(ok) => i32::from(!ok),
+        Err(e) => {
+            eprintln!("informer replay: {e}");
+            2
         }
     }
+}
+
+fn replay_inner(args: &ReplayArgs) -> Result<bool, String> {
+    let path = args.file.display().to_string();
+    // The whole trace is read once for the expected state: a bad file fails here, typed.
+    let expected =
+        expected_state(&args.file, DEFAULT_FRAME_LIMIT).map_err(|e| format!("{path}: {e}"))?;
+    let reader = TraceReader::open(&args.file).map_err(|e| format!("{path}: {e}"))?;
+    let lw = ReplayListerWatcher::new(reader);
+    let mut rc = ReflectorConfig::default();
+    let max = args.backoff_max.unwrap_or(Duration::from_millis(100));
+    rc.backoff.max = max;
+    rc.backoff.initial = Duration::from_millis(10).min(max);
+    let config = InformerConfig {
+        store: StoreConfig::new().shards(args.shards),
+        reflector: rc,
+        ..Default::default()
+    };
+    let runtime = runtime()?;
+    let informer = Informer::new(lw.clone(), config);
+    let views = add_views(
+        &informer,
+        args.handlers,
+        0,
+        Duration::ZERO,
+        args.policy,
+        None,
+    )?;
+    let start = Instant::now();
+    informer.start(runtime.handle());
+    // The trace is consumed when a request or read finds nothing more; then the store must
+    // reach the last resourceVersion the trace implies.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !lw.is_exhausted() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut problems = Vec::new();
+    if !lw.is_exhausted() {
+        problems.push(format!(
+            "the replaying informer stopped asking for records after {} of them (10 min)",
+            lw.served()
+        ));
+    }
+    if let Some(e) = lw.error() {
+        problems.push(format!("trace: {e}"));
+    }
+    let store = informer.store();
+    if store
+        .wait_for_blocking(expected.resource_version, Duration::from_secs(60))
+        .is_err()
+    {
+        problems.push(format!(
+            "store stuck at resourceVersion {} (trace reaches {})",
+            store.resource_version(),
+            expected.resource_version
+        ));
+    }
+    informer.flush();
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let (latency, per_handler) = verify(
+        &informer,
+        &views,
+        &expected.objects,
+        expected.resource_version,
+        &mut problems,
+    )?;
+    let mut report = common_report(
+        &informer,
+        expected.events,
+        secs,
+        &latency,
+        &per_handler,
+        0,
+        &problems,
+    );
+    informer.shutdown();
+    let r = report.as_object_mut().ok_or("report is not an object")?;
+    r.insert("trace".into(), json!(path));
+    r.insert("objects".into(), json!(expected.objects.len()));
+    r.insert("resource_version".into(), json!(expected.resource_version));
+    r.insert("trace_lists".into(), json!(expected.lists));
+    r.insert("broken_streams".into(), json!(expected.broken_streams));
+    r.insert("records_served".into(), json!(lw.served()));
+    r.insert("records_skipped".into(), json!(lw.skipped()));
+    r.insert(
+        "records_skipped_by_kind".into(),
+        lw.skipped_by_kind()
+            .into_iter()
+            .map(|(k, n)| (k.as_str_name().to_owned(), json!(n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    );
+    let ok = problems.is_empty();
+    let title = format!(
+        "replay: {} events from {path} ({} lists in the trace), {} handlers ({:?})",
+        expected.events, expected.lists, args.handlers, args.policy
+    );
+    print_report(&title, &report, args.json);
     Ok(ok)
 }

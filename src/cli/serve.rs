@@ -110,7 +110,7 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
     let mut served = Vec::new();
     let mut sims = Vec::new();
     for (i, &template) in args.template.iter().enumerate() {
-        let (templates, twins) = load_templates(template, &dir)?;
+        let (templates, twins) = load_templates(template, super::sim_args::Format::Protobuf, &dir)?;
         let config = sim_config(args, template, templates, nth(&args.objects, i));
         let sim = SimServer::new(config).map_err(|e| e.to_string())?;
         args.sim.arm(&sim);

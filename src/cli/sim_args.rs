@@ -28,7 +28,8 @@ pub(crate) enum Template {
     EtcdPod,
     /// Both protobuf Pods, alternating.
     ProtobufPods,
-    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path.
+    /// Seven real OpenShift Pods as JSON (8–33 KB each): the JSON path (JSON whatever
+    /// `--format`).
     OpenshiftJson,
     /// The HEAD `apps.v1.Deployment` with `spec.replicas` 1 to 4 (12 KB protobuf), named
     /// `app-N` (one per namespace and app); updates scale them.
@@ -37,6 +38,11 @@ pub(crate) enum Template {
     /// through a ReplicaSet by the Deployment `app-N` of its app; updates move it between
     /// states. With `deployments` and the same seed, a consistent cluster.
     PodStates,
+    /// Every Pod fixture, picked at random per object, for a real size distribution: with
+    /// `--format json` the HEAD Pod, the etcd Pod and the seven OpenShift Pods (1.5–33 KB);
+    /// with `--format protobuf` the HEAD Pod and the etcd Pod (the OpenShift Pods exist only
+    /// as JSON in the fixtures).
+    Mixed,
 }
 
 impl Template {
@@ -47,6 +53,15 @@ impl Template {
     }
 }
 
+/// The wire encoding the simulator serves (it serves its templates' encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Protobuf envelopes and length-prefixed watch frames.
+    Protobuf,
+    /// JSON documents and watch lines (the protobuf fixtures' JSON twins as templates).
+    Json,
+}
+
 /// The fixtures directory: `--fixtures` or the default search.
 pub(crate) fn fixtures_dir(flag: Option<&PathBuf>) -> Result<PathBuf, String> {
     match flag {
@@ -55,9 +70,11 @@ pub(crate) fn fixtures_dir(flag: Option<&PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
-/// The templates of `template`, and for protobuf templates their JSON twins (same order).
+/// The templates of `template` in `format`, and for protobuf templates their JSON twins (same
+/// order).
 pub(crate) fn load_templates(
     template: Template,
+    format: Format,
     dir: &Path,
 ) -> Result<(Templates, Option<Vec<Object>>), String> {
     let twin = |p: &str| -> Result<Object, String> {
@@ -65,7 +82,63 @@ pub(crate) fn load_templates(
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         object::decode(bytes.into()).map_err(|e| format!("{}: {e}", path.display()))
     };
+    let openshift = || -> Result<Vec<Object>, String> {
+        Ok(Templates::openshift_json(dir)
+            .map_err(|e| e.to_string())?
+            .objects()
+            .to_vec())
+    };
+    let deployment_twins = || -> Result<Vec<Object>, String> {
+        json_variants(
+            dir,
+            HEAD_DEPLOYMENT_JSON,
+            DEPLOYMENT_REPLICAS.len(),
+            |d, i| {
+                d["spec"]["replicas"] = DEPLOYMENT_REPLICAS[i].into();
+            },
+        )
+    };
+    let pod_state_twins = || -> Result<Vec<Object>, String> {
+        json_variants(dir, ETCD_POD_JSON, POD_STATES.len(), |p, i| {
+            let (phase, conditions) = POD_STATES[i];
+            let status = &mut p["status"];
+            status["phase"] = phase.into();
+            status["conditions"] = conditions
+                .iter()
+                .map(|(t, s)| serde_json::json!({"type": t, "status": s}))
+                .collect();
+            let ready = conditions.contains(&("Ready", "True"));
+            if let Some(cs) = status["containerStatuses"].as_array_mut() {
+                for c in cs {
+                    c["ready"] = ready.into();
+                }
+            }
+        })
+    };
+    if format == Format::Json {
+        let objects = match template {
+            Template::HeadPod => vec![twin(HEAD_POD_JSON)?],
+            Template::EtcdPod => vec![twin(ETCD_POD_JSON)?],
+            Template::ProtobufPods => vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?],
+            Template::OpenshiftJson => openshift()?,
+            Template::Mixed => {
+                let mut v = vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?];
+                v.extend(openshift()?);
+                v
+            }
+            Template::Deployments => deployment_twins()?,
+            Template::PodStates => pod_state_twins()?,
+        };
+        return Ok((
+            Templates::from_objects(objects).map_err(|e| e.to_string())?,
+            None,
+        ));
+    }
     let (templates, twins) = match template {
+        Template::Mixed => (
+            Templates::protobuf_pods(dir),
+            Some(vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?]),
+        ),
         Template::HeadPod => (Templates::head_pod(dir), Some(vec![twin(HEAD_POD_JSON)?])),
         Template::EtcdPod => (Templates::etcd_pod(dir), Some(vec![twin(ETCD_POD_JSON)?])),
         Template::ProtobufPods => (
@@ -73,40 +146,8 @@ pub(crate) fn load_templates(
             Some(vec![twin(HEAD_POD_JSON)?, twin(ETCD_POD_JSON)?]),
         ),
         Template::OpenshiftJson => (Templates::openshift_json(dir), None),
-        Template::Deployments => (
-            Templates::deployments(dir),
-            Some(json_variants(
-                dir,
-                HEAD_DEPLOYMENT_JSON,
-                DEPLOYMENT_REPLICAS.len(),
-                |d, i| {
-                    d["spec"]["replicas"] = DEPLOYMENT_REPLICAS[i].into();
-                },
-            )?),
-        ),
-        Template::PodStates => (
-            Templates::pod_states(dir),
-            Some(json_variants(
-                dir,
-                ETCD_POD_JSON,
-                POD_STATES.len(),
-                |p, i| {
-                    let (phase, conditions) = POD_STATES[i];
-                    let status = &mut p["status"];
-                    status["phase"] = phase.into();
-                    status["conditions"] = conditions
-                        .iter()
-                        .map(|(t, s)| serde_json::json!({"type": t, "status": s}))
-                        .collect();
-                    let ready = conditions.contains(&("Ready", "True"));
-                    if let Some(cs) = status["containerStatuses"].as_array_mut() {
-                        for c in cs {
-                            c["ready"] = ready.into();
-                        }
-                    }
-                },
-            )?),
-        ),
+        Template::Deployments => (Templates::deployments(dir), Some(deployment_twins()?)),
+        Template::PodStates => (Templates::pod_states(dir), Some(pod_state_twins()?)),
     };
     Ok((templates.map_err(|e| e.to_string())?, twins))
 }

@@ -120,6 +120,13 @@ pub struct SimConfig {
     /// When set, every chunk is further cut at random points into pieces of 1..=this many
     /// bytes (default none), so frames straddle chunks as on a real network.
     pub split_chunks: Option<usize>,
+    /// Extra labels stamped on every new object besides the generated ones (default 0):
+    /// `informer.sim/label-I: value-I` for I in `0..extra_labels`. They make objects and
+    /// label-selector work heavier, as on clusters whose objects carry many labels.
+    pub extra_labels: u32,
+    /// Annotations stamped on every new object (default 0): `informer.sim/annotation-I` with
+    /// the object's name and I as the value.
+    pub extra_annotations: u32,
 }
 
 impl SimConfig {
@@ -150,6 +157,8 @@ impl SimConfig {
             request_log: 1024,
             max_chunk_bytes: 64 * 1024,
             split_chunks: None,
+            extra_labels: 0,
+            extra_annotations: 0,
         }
     }
 
@@ -311,6 +320,20 @@ impl SimConfig {
     #[must_use]
     pub fn split_chunks(mut self, max_piece: Option<usize>) -> Self {
         self.split_chunks = max_piece.map(|m| m.max(1));
+        self
+    }
+
+    /// Sets [`SimConfig::extra_labels`].
+    #[must_use]
+    pub fn extra_labels(mut self, n: u32) -> Self {
+        self.extra_labels = n;
+        self
+    }
+
+    /// Sets [`SimConfig::extra_annotations`].
+    #[must_use]
+    pub fn extra_annotations(mut self, n: u32) -> Self {
+        self.extra_annotations = n;
         self
     }
 }

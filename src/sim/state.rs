@@ -231,6 +231,16 @@ impl State {
                 .insert("pod-template-hash".to_owned(), hash.clone());
         }
         m.labels.insert(VERSION_LABEL.to_owned(), "v0".to_owned());
+        for i in 0..cfg.extra_labels {
+            m.labels
+                .insert(format!("informer.sim/label-{i}"), format!("value-{i}"));
+        }
+        for i in 0..cfg.extra_annotations {
+            m.annotations.insert(
+                format!("informer.sim/annotation-{i}"),
+                format!("{name}-{i}"),
+            );
+        }
         if deployment {
             m.owner_references.clear();
         } else if !t.owner_references.is_empty() {
