@@ -17,6 +17,12 @@
 //! the hold is released and the timer stops when the client has seen the last change. Setup
 //! (list, generating the events) is not timed. Throughput is events/s; bytes per event of each
 //! encoding are printed at start.
+//!
+//! Then `e2e-inproc/<size>`, without HTTP for our side: the simulator itself is the
+//! `ListerWatcher` (its watch bodies held until released), for the real etcd Pod (1.5 KB) and
+//! the HEAD Pod (13.6 KB): a raw drain of the simulator's chunks (frames skipped by length),
+//! our informer with 1, 4 and 16 handlers, and (HEAD Pod only: the fixtures have no JSON twin
+//! of the etcd Pod) kube-runtime's `watcher` + `reflector` over the loopback server's JSON.
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -32,8 +38,11 @@ use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, parse_resource_version};
+use informer::reflector::{
+    ApiError, Body, ListOptions, ListerWatcher, WatchOptions, WatchResponse,
+};
 use informer::server::{ServerConfig, ServerHandle, serve};
-use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[global_allocator]
@@ -427,6 +436,218 @@ fn bytes_per_event(env: &Env) {
     }
 }
 
+// ----- in process (no HTTP) ---------------------------------------------------------------
+
+/// The simulator as a [`ListerWatcher`] whose watch bodies send nothing until released, so a
+/// backlog can be made before the clock starts (the in-process twin of
+/// `ServerHandle::hold_watches`). Lists and watches are the simulator's own.
+struct HeldSim {
+    sim: SimServer,
+    gate: tokio::sync::watch::Receiver<bool>,
+    opened: Arc<AtomicU64>,
+}
+
+struct HeldBody {
+    inner: SimWatch,
+    gate: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Body for HeldBody {
+    async fn next_chunk(&mut self) -> Option<Result<bytes::Bytes, ApiError>> {
+        // Cancel safe: waiting for the gate takes nothing.
+        let _ = self.gate.wait_for(|open| *open).await;
+        self.inner.next_chunk().await
+    }
+}
+
+impl ListerWatcher for HeldSim {
+    type Body = HeldBody;
+
+    async fn list(&self, opts: &ListOptions) -> Result<bytes::Bytes, ApiError> {
+        self.sim.list(opts).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<HeldBody>, ApiError> {
+        let resp = self.sim.watch(opts).await?;
+        self.opened.fetch_add(1, Ordering::SeqCst);
+        Ok(WatchResponse {
+            format: resp.format,
+            body: HeldBody {
+                inner: resp.body,
+                gate: self.gate.clone(),
+            },
+        })
+    }
+}
+
+/// One object size for the in-process group: a simulator (protobuf), the gate of its held
+/// watches, and for the kube-runtime baseline a loopback server with the JSON twins (when the
+/// fixtures have them).
+struct InProc {
+    name: &'static str,
+    sim: SimServer,
+    gate: tokio::sync::watch::Sender<bool>,
+    opened: Arc<AtomicU64>,
+    http: Option<Env>,
+}
+
+impl InProc {
+    fn new(name: &'static str, templates: Templates, http: Option<Env>) -> Self {
+        let sim = SimServer::new(
+            SimConfig::new(templates)
+                .seed(5)
+                .initial_objects(OBJECTS)
+                .target_objects(OBJECTS)
+                .history_window(4 * EVENTS as usize),
+        )
+        .unwrap();
+        let (gate, _) = tokio::sync::watch::channel(false);
+        InProc {
+            name,
+            sim,
+            gate,
+            opened: Arc::new(AtomicU64::new(0)),
+            http,
+        }
+    }
+
+    fn lister_watcher(&self) -> HeldSim {
+        HeldSim {
+            sim: self.sim.clone(),
+            gate: self.gate.subscribe(),
+            opened: self.opened.clone(),
+        }
+    }
+
+    /// Holds watches, runs `start`, waits for its watch, makes `EVENTS` changes, then times
+    /// from the release until `done` returns.
+    fn drain<C>(&self, start: impl FnOnce(&Self) -> C, done: impl FnOnce(C, u64)) -> Duration {
+        self.gate.send_replace(false);
+        let before = self.opened.load(Ordering::SeqCst);
+        let client = start(self);
+        wait_until("the in-process watch", || {
+            self.opened.load(Ordering::SeqCst) > before
+        });
+        let target = self.sim.step(EVENTS).unwrap();
+        let t0 = Instant::now();
+        self.gate.send_replace(true);
+        done(client, target);
+        t0.elapsed()
+    }
+}
+
+/// Raw drain in process: the simulator's protobuf watch body, frames skipped by length.
+fn inproc_raw_drain(p: &InProc, rt: &tokio::runtime::Runtime) -> Duration {
+    p.drain(
+        |p| {
+            let lw = p.lister_watcher();
+            let opts = WatchOptions {
+                resource_version: p.sim.resource_version().to_string(),
+                ..Default::default()
+            };
+            rt.block_on(lw.watch(&opts)).unwrap().body
+        },
+        |mut body, _| {
+            rt.block_on(async {
+                let mut frames = RawFrames {
+                    head_done: true,
+                    ..Default::default()
+                };
+                while frames.frames < EVENTS {
+                    let chunk = body.next_chunk().await.unwrap().unwrap();
+                    frames.frames_in(&chunk);
+                }
+            })
+        },
+    )
+}
+
+/// Our informer in process: simulator → reflector → DeltaFIFO → store → `handlers` handlers
+/// (each records the newest resourceVersion it saw; the clock stops when all saw the last).
+fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usize) -> Duration {
+    p.drain(
+        |p| {
+            let informer = Informer::new(p.lister_watcher(), InformerConfig::default());
+            let seen: Vec<Arc<AtomicU64>> = (0..handlers)
+                .map(|i| {
+                    let last = Arc::new(AtomicU64::new(0));
+                    informer
+                        .add_event_handler_with_options(
+                            Seen {
+                                last: last.clone(),
+                                typed: false,
+                            },
+                            HandlerOptions::new().name(format!("seen-{i}")),
+                        )
+                        .unwrap();
+                    last
+                })
+                .collect();
+            informer.start(rt.handle());
+            (informer, seen)
+        },
+        |(informer, seen), target| {
+            wait_until("every handler", || {
+                seen.iter().all(|l| l.load(Ordering::Acquire) >= target)
+            });
+            informer.shutdown();
+        },
+    )
+}
+
+fn e2e_inproc(c: &mut Criterion) {
+    let dir = default_fixtures_dir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .unwrap();
+    let sizes = [
+        InProc::new("etcd-pod-1.5KB", Templates::etcd_pod(&dir).unwrap(), None),
+        InProc::new(
+            "head-pod-13.6KB",
+            Templates::head_pod(&dir).unwrap(),
+            Some(Env::new()),
+        ),
+    ];
+    for p in &sizes {
+        let mut g = c.benchmark_group(format!("e2e-inproc/{}", p.name));
+        g.throughput(Throughput::Elements(EVENTS));
+        g.sample_size(10);
+        g.bench_function("raw-drain", |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| inproc_raw_drain(p, &rt)).sum())
+        });
+        for handlers in [1, 4, 16] {
+            g.bench_function(format!("informer-{handlers}-handlers"), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| inproc_informer_drain(p, &rt, handlers))
+                        .sum()
+                })
+            });
+        }
+        if let Some(env) = &p.http {
+            g.bench_function("kube-runtime-json-loopback", |b| {
+                b.iter_custom(|iters| (0..iters).map(|_| kube_runtime_drain(env)).sum())
+            });
+        }
+        g.finish();
+    }
+    for p in sizes {
+        if let Some(Env {
+            server_rt,
+            client_rt,
+            handle,
+            ..
+        }) = p.http
+        {
+            server_rt.block_on(handle.shutdown());
+            drop(client_rt);
+        }
+    }
+}
+
 fn e2e(c: &mut Criterion) {
     let env = Env::new();
     bytes_per_event(&env);
@@ -459,5 +680,5 @@ fn e2e(c: &mut Criterion) {
     drop(client_rt);
 }
 
-criterion_group!(benches, e2e);
+criterion_group!(benches, e2e, e2e_inproc);
 criterion_main!(benches);

@@ -373,3 +373,51 @@ fn frames_decode_with_prost_too() {
         }
     }
 }
+
+/// A stream cut into chunks at arbitrary points, as an HTTP client receives it: after each
+/// chunk is decoded, the decoder holds no reference to it (the start of an incomplete frame or
+/// line is copied out), so the client can reuse its read buffer. Events still come out whole
+/// and in order.
+#[test]
+fn decoded_chunks_are_released_even_mid_frame() {
+    for (objs, format) in [
+        (pods(4), WatchFormat::Protobuf),
+        (json_pods(2), WatchFormat::Json),
+    ] {
+        let evs = events(&objs);
+        let stream = encode(&evs, format);
+        // Cuts that fall inside frames: thirds of an object, and a few tiny pieces.
+        let step = stream.len() / 7;
+        let mut cuts = vec![1, 2, 3];
+        cuts.extend((1..7).map(|i| i * step + i));
+        cuts.push(stream.len());
+        let mut d = WatchDecoder::new(format, DEFAULT_FRAME_LIMIT);
+        let mut got = Vec::new();
+        let mut start = 0;
+        for &end in &cuts {
+            let chunk = Bytes::copy_from_slice(&stream[start..end]);
+            start = end;
+            d.push(chunk.clone());
+            let mut sliced_out = Vec::new();
+            while let Some(e) = d.next_event().unwrap() {
+                if let Some(o) = e.object() {
+                    let r = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
+                    if r.contains(&(o.raw().as_ptr() as usize)) {
+                        sliced_out.push(o.raw().clone());
+                    }
+                }
+                got.push(e);
+            }
+            // Only zero-copy objects (large frames wholly inside the chunk) may share it.
+            if sliced_out.is_empty() {
+                assert!(
+                    chunk.is_unique(),
+                    "{format:?}: chunk ending at {end} still referenced by the decoder"
+                );
+            }
+        }
+        assert!(d.finish().unwrap().is_none());
+        assert_eq!(got.len(), evs.len(), "{format:?}");
+        assert!(got.iter().zip(&evs).all(|(a, b)| same(a, b)), "{format:?}");
+    }
+}

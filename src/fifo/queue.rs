@@ -401,6 +401,37 @@ impl DeltaFifo {
         }
     }
 
+    /// Queues a batch of watch changes in order, as [`DeltaFifo::add`], [`DeltaFifo::update`]
+    /// and [`DeltaFifo::delete`] one by one would, but under one lock and with at most one
+    /// wake-up of a waiting pop: a consumer woken by the first change finds the whole batch
+    /// (client-go's reflector takes the DeltaFIFO lock per event; the outcome is the same).
+    pub fn apply_changes(&self, changes: Vec<WatchChange>) {
+        let prepared: Vec<(DeltaType, ObjectKey, Arc<Object>)> = changes
+            .into_iter()
+            .map(|c| {
+                let (kind, obj) = match c {
+                    WatchChange::Added(o) => (DeltaType::Added, o),
+                    WatchChange::Modified(o) => (DeltaType::Updated, o),
+                    WatchChange::Deleted(o) => (DeltaType::Deleted, o),
+                };
+                let obj = self.transform(obj);
+                (kind, obj.key(), obj)
+            })
+            .collect();
+        let mut inner = self.lock();
+        let mut wake = false;
+        for (kind, key, obj) in prepared {
+            if kind == DeltaType::Deleted
+                && !inner.items.contains_key(&key)
+                && self.known_get(&inner, &key).is_none()
+            {
+                continue;
+            }
+            wake |= enqueue(&mut inner, key, Delta::new(kind, obj));
+        }
+        self.wake(inner, wake);
+    }
+
     fn push(&self, kind: DeltaType, obj: Arc<Object>) {
         let obj = self.transform(obj);
         let key = obj.key();
@@ -542,13 +573,7 @@ impl ReflectorStore for DeltaFifo {
         if self.is_closed() {
             return Err(StoreClosed);
         }
-        for c in changes {
-            match c {
-                WatchChange::Added(o) => self.add(o),
-                WatchChange::Modified(o) => self.update(o),
-                WatchChange::Deleted(o) => self.delete(o),
-            }
-        }
+        self.apply_changes(changes);
         Ok(())
     }
 }

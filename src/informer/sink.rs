@@ -67,13 +67,7 @@ impl ReflectorStore for FifoSink {
                 o.resource_version().to_owned()
             }
         });
-        for c in changes {
-            match c {
-                WatchChange::Added(o) => self.fifo.add(o),
-                WatchChange::Modified(o) => self.fifo.update(o),
-                WatchChange::Deleted(o) => self.fifo.delete(o),
-            }
-        }
+        self.fifo.apply_changes(changes);
         if let Some(rv) = newest {
             self.saw(&rv);
         }

@@ -30,6 +30,11 @@ pub const DEFAULT_FRAME_LIMIT: usize = 16 * 1024 * 1024;
 /// alive a received buffer more than 4 times its own size. Larger events stay zero-copy.
 pub const DEFAULT_COMPACT_RATIO: usize = 4;
 
+/// Most bytes reserved at once for the copied-out start of an incomplete frame: a larger
+/// declared length (already checked against the frame limit) grows the buffer as its bytes
+/// arrive instead.
+const EAGER_RESERVE: usize = 1 << 20;
+
 /// The `type` of a watch event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WatchEventType {
@@ -420,9 +425,17 @@ fn decode_json_event(line: &Bytes, gvks: &mut GvkCache) -> Result<WatchEvent, De
 }
 
 /// Queue of received chunks; frames inside one chunk are handed out as zero-copy slices,
-/// frames straddling chunks are copied once into a buffer of exactly their (checked) size.
+/// frames straddling chunks are copied once into an owned buffer.
+///
+/// The start of a piece that straddles chunks is copied out when the decoder finds it
+/// incomplete ([`Chunks::detach`]), so no received chunk is held between reads: the HTTP
+/// client can then reuse its read buffer instead of allocating (and the kernel zeroing) a
+/// fresh one for every read. Each byte is still copied at most once.
 #[derive(Debug, Default)]
 struct Chunks {
+    /// Bytes of an incomplete piece already copied out of received chunks: logically the
+    /// first buffered bytes, before `chunks`.
+    partial: BytesMut,
     chunks: VecDeque<Bytes>,
     /// Length of the chunk the front of `chunks` was cut from, as pushed.
     front_chunk_len: usize,
@@ -462,10 +475,32 @@ impl Chunks {
         self.front_chunk_len = self.chunk_lens.pop_front().unwrap_or(0);
     }
 
+    /// Copies every byte still held in received chunks into `partial` (reserving up to
+    /// `expect` bytes for the whole piece, a length already checked against the limit), so
+    /// that no received chunk stays referenced.
+    fn detach(&mut self, expect: usize) {
+        if self.chunks.is_empty() {
+            return;
+        }
+        let want = expect.min(EAGER_RESERVE).max(self.buffered);
+        self.partial
+            .reserve(want.saturating_sub(self.partial.len()));
+        for c in self.chunks.drain(..) {
+            self.partial.extend_from_slice(&c);
+        }
+        self.chunk_lens.clear();
+        self.front_chunk_len = 0;
+    }
+
     /// Drops the first `n` bytes (`n <= buffered`) without allocating.
     fn skip(&mut self, mut n: usize) {
         self.buffered -= n;
         self.offset += n as u64;
+        if !self.partial.is_empty() {
+            let k = n.min(self.partial.len());
+            bytes::Buf::advance(&mut self.partial, k);
+            n -= k;
+        }
         while n > 0 {
             let Some(front) = self.chunks.front_mut() else {
                 return;
@@ -486,7 +521,7 @@ impl Chunks {
         }
         let mut out = [0u8; N];
         let mut i = 0;
-        for c in &self.chunks {
+        for c in std::iter::once(&self.partial[..]).chain(self.chunks.iter().map(|c| &c[..])) {
             for &b in c.iter().take(N - i) {
                 out[i] = b;
                 i += 1;
@@ -500,6 +535,32 @@ impl Chunks {
 
     /// Removes and returns the first `n` bytes (`n <= buffered`, checked by callers).
     fn take(&mut self, n: usize) -> Bytes {
+        if !self.partial.is_empty() {
+            // The piece started in chunks already released: complete it in `partial`.
+            self.buffered -= n;
+            self.offset += n as u64;
+            if self.partial.len() < n {
+                self.partial.reserve(n - self.partial.len());
+            }
+            while self.partial.len() < n {
+                let Some(front) = self.chunks.front_mut() else {
+                    break;
+                };
+                let want = n - self.partial.len();
+                if front.len() <= want {
+                    self.partial.extend_from_slice(front);
+                    self.pop_front();
+                } else {
+                    self.partial.extend_from_slice(&front[..want]);
+                    bytes::Buf::advance(front, want);
+                }
+            }
+            return if self.partial.len() == n {
+                std::mem::take(&mut self.partial).freeze()
+            } else {
+                self.partial.split_to(n).freeze()
+            };
+        }
         self.buffered -= n;
         self.offset += n as u64;
         let Some(front) = self.chunks.front_mut() else {
@@ -573,6 +634,7 @@ impl FrameDecoder {
     /// [`DecodeError::FrameTooLarge`] when the length prefix exceeds the limit.
     pub fn next_frame(&mut self) -> Result<Option<(u64, Bytes)>, DecodeError> {
         let Some(prefix) = self.buf.peek::<4>() else {
+            self.buf.detach(4);
             return Ok(None);
         };
         let len = u32::from_be_bytes(prefix) as u64;
@@ -585,6 +647,7 @@ impl FrameDecoder {
         }
         let len = len as usize;
         if self.buf.buffered < 4 + len {
+            self.buf.detach(4 + len);
             return Ok(None);
         }
         self.buf.skip(4);
@@ -649,7 +712,8 @@ impl LineDecoder {
     /// [`DecodeError::FrameTooLarge`] for a line over the limit.
     pub fn next_line(&mut self) -> Result<Option<(u64, Bytes)>, DecodeError> {
         loop {
-            let mut pos = self.scanned_bytes;
+            // `scanned_bytes` counts `partial` (always scanned) and the scanned chunks.
+            let mut pos = self.scanned_bytes.max(self.buf.partial.len());
             let mut found = None;
             for c in self.buf.chunks.range(self.scanned_chunks..) {
                 if let Some(i) = c.iter().position(|&b| b == b'\n') {
@@ -659,8 +723,6 @@ impl LineDecoder {
                 pos += c.len();
             }
             let Some(nl) = found else {
-                self.scanned_chunks = self.buf.chunks.len();
-                self.scanned_bytes = self.buf.buffered;
                 if self.buf.buffered > self.limit {
                     return Err(DecodeError::FrameTooLarge {
                         offset: self.buf.offset,
@@ -668,6 +730,11 @@ impl LineDecoder {
                         limit: self.limit,
                     });
                 }
+                // Everything buffered is the start of one line, scanned: copied out of the
+                // received chunks (see `Chunks::detach`).
+                self.buf.detach(0);
+                self.scanned_chunks = self.buf.chunks.len();
+                self.scanned_bytes = self.buf.buffered;
                 return Ok(None);
             };
             if nl > self.limit {

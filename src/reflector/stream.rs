@@ -6,6 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::FutureExt;
 use tokio::time::Instant;
 
 use crate::object::{DecodeError, WatchDecoder, WatchEvent};
@@ -50,7 +52,15 @@ pub(crate) struct OpenWatch<B> {
     pub(crate) resource_version: String,
     /// An end already known, returned by the next read (after events that preceded it).
     ended: Option<End>,
+    /// A read of the body already taken (while gathering ready chunks) and not yet handled.
+    taken: Option<Option<Result<Bytes, ApiError>>>,
 }
+
+/// Most events one read gathers from chunks the body already holds, and most bytes it takes
+/// from such chunks: one hand-over downstream per batch, bounded so a flooding body still
+/// yields to the deadline check and to the consumer.
+const GATHER_EVENTS: usize = 1024;
+const GATHER_BYTES: usize = 4 << 20;
 
 impl<B> std::fmt::Debug for OpenWatch<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,6 +91,7 @@ impl<B: Body> OpenWatch<B> {
             events: 0,
             resource_version,
             ended: None,
+            taken: None,
         }
     }
 
@@ -104,28 +115,38 @@ impl<B: Body> OpenWatch<B> {
             // The deadline first: a body that always has bytes ready (a server flooding
             // faster than we read) must not keep a watch, or a streaming list that never
             // reaches its end bookmark, open past it.
-            let chunk = tokio::select! {
-                biased;
-                () = tokio::time::sleep_until(self.deadline) => {
-                    return Received::Ended(End::TimedOut);
-                }
-                c = self.body.next_chunk() => c,
+            let chunk = match self.taken.take() {
+                Some(c) => c,
+                None => tokio::select! {
+                    biased;
+                    () = tokio::time::sleep_until(self.deadline) => {
+                        return Received::Ended(End::TimedOut);
+                    }
+                    c = self.body.next_chunk() => c,
+                },
             };
             match chunk {
                 Some(Ok(chunk)) => {
-                    metrics
-                        .watch_bytes
-                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                    self.decoder.push(chunk);
                     let mut events = Vec::new();
-                    loop {
-                        match self.decoder.next_event() {
-                            Ok(Some(ev)) => events.push(ev),
-                            Ok(None) => break,
-                            Err(e) => {
-                                self.ended = Some(End::Failed(ApiError::Decode(e)));
+                    let mut bytes = self.decode(chunk, metrics, &mut events);
+                    // Chunks the body already holds join this batch (one hand-over to the
+                    // store instead of one per chunk); anything else a read returns is kept
+                    // for the next call. Polling once and dropping a pending read is fine:
+                    // `next_chunk` is cancel safe.
+                    while self.ended.is_none()
+                        && events.len() < GATHER_EVENTS
+                        && bytes < GATHER_BYTES
+                        && Instant::now() < self.deadline
+                    {
+                        match self.body.next_chunk().now_or_never() {
+                            Some(Some(Ok(chunk))) => {
+                                bytes += self.decode(chunk, metrics, &mut events);
+                            }
+                            Some(other) => {
+                                self.taken = Some(other);
                                 break;
                             }
+                            None => break,
                         }
                     }
                     if !events.is_empty() {
@@ -162,6 +183,30 @@ impl<B: Body> OpenWatch<B> {
         }
     }
 
+    /// Decodes one received chunk, appending its complete events to `events` (a decode error
+    /// ends the stream after them). Returns the chunk's length.
+    fn decode(
+        &mut self,
+        chunk: Bytes,
+        metrics: &ReflectorMetrics,
+        events: &mut Vec<WatchEvent>,
+    ) -> usize {
+        let len = chunk.len();
+        metrics.watch_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        self.decoder.push(chunk);
+        loop {
+            match self.decoder.next_event() {
+                Ok(Some(ev)) => events.push(ev),
+                Ok(None) => break,
+                Err(e) => {
+                    self.ended = Some(End::Failed(ApiError::Decode(e)));
+                    break;
+                }
+            }
+        }
+        len
+    }
+
     fn count(&mut self, events: Vec<WatchEvent>, metrics: &ReflectorMetrics) -> Vec<WatchEvent> {
         self.events += events.len() as u64;
         metrics
@@ -174,8 +219,6 @@ impl<B: Body> OpenWatch<B> {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-
-    use bytes::Bytes;
 
     use super::*;
     use crate::object::{Encoding, GroupVersionKind, WatchFormat, encode_watch_frame};
@@ -204,13 +247,17 @@ mod tests {
         };
         let metrics = ReflectorMetrics::default();
         let mut open = OpenWatch::new(resp, "1".into(), Duration::from_secs(10), 1 << 20);
-        assert!(matches!(open.next(&metrics).await, Received::Events(e) if e.len() == 1));
+        // Every chunk is ready: one read gathers a bounded batch of them.
+        let Received::Events(first) = open.next(&metrics).await else {
+            panic!("no events")
+        };
+        assert_eq!(first.len(), GATHER_EVENTS);
         tokio::time::advance(Duration::from_secs(11)).await;
         // Bytes are still ready, but the deadline has passed.
         assert!(matches!(
             open.next(&metrics).await,
             Received::Ended(End::TimedOut)
         ));
-        assert_eq!(open.events, 1);
+        assert_eq!(open.events, GATHER_EVENTS as u64);
     }
 }
