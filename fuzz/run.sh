@@ -29,7 +29,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 
-targets="${FUZZ_TARGETS:-$(cargo fuzz list)}"
+# Every fuzz_targets/*.rs (cargo fuzz list would include the seed generator).
+targets="${FUZZ_TARGETS:-$(cd fuzz/fuzz_targets && ls -- *.rs | sed "s/\.rs$//")}"
 
 if [[ "${FUZZ_GEN_SEEDS:-0}" == 1 ]]; then
   echo "== generating seed corpora from ../shared/fixtures"
@@ -47,8 +48,11 @@ failed=()
 for t in $targets; do
   mkdir -p "fuzz/corpus/$t" "fuzz/seeds/$t"
   echo "== $t: ${secs} s"
+  dict=()
+  case "$t" in json_object | watch_json | list_json) dict=(-dict=fuzz/json.dict) ;; esac
   if ! cargo fuzz run "${flags[@]}" "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
-      -max_total_time="$secs" -timeout=10 -print_final_stats=1 >"$logs/$t.log" 2>&1; then
+      -max_total_time="$secs" -timeout=10 -print_final_stats=1 "${dict[@]}" \
+      >"$logs/$t.log" 2>&1; then
     failed+=("$t")
     tail -n 40 "$logs/$t.log"
   fi
