@@ -3,15 +3,64 @@
 //! values, and the object keeps the input's bytes.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
 use super::value::{Encoding, Object};
+
+/// A `T` read only from a JSON object. serde's derived structs also accept a JSON array (the
+/// fields by position: `["a"]` is an object named `a`); the API server (Go's `encoding/json`)
+/// rejects an array where an object belongs, and so do we.
+pub(crate) struct ObjectOnly<T>(pub(crate) T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(V(PhantomData)).map(ObjectOnly)
+    }
+}
+
+/// `deserialize_with` for an optional member that must be an object (or `null`).
+pub(crate) fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Ok(Option::<ObjectOnly<T>>::deserialize(d)?.map(|o| o.0))
+}
+
+/// `deserialize_with` for an array member whose elements must be objects.
+pub(crate) fn objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Ok(Vec::<ObjectOnly<T>>::deserialize(d)?
+        .into_iter()
+        .map(|o| o.0)
+        .collect())
+}
+
+/// `deserialize_with` for an optional array member whose elements must be objects.
+fn opt_objects<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    Ok(Option::<Vec<ObjectOnly<T>>>::deserialize(d)?.map(|v| v.into_iter().map(|o| o.0).collect()))
+}
 
 /// `apiVersion`, `kind` and `metadata` of a JSON object.
 #[derive(Deserialize)]
@@ -49,7 +98,11 @@ struct JsonMeta<'a> {
     labels: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     annotations: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_objects",
+        skip_serializing_if = "Option::is_none"
+    )]
     owner_references: Option<Vec<JsonOwnerRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     finalizers: Option<Vec<String>>,
@@ -93,7 +146,8 @@ pub(crate) fn decode_meta(
     raw: &RawValue,
     base: u64,
 ) -> Result<ObjectMeta, DecodeError> {
-    let m: JsonMeta<'_> = serde_json::from_str(raw.get()).map_err(|e| json_err(&e, base))?;
+    let ObjectOnly(m): ObjectOnly<JsonMeta<'_>> =
+        serde_json::from_str(raw.get()).map_err(|e| json_err(&e, base))?;
     let time = |s: Option<String>| -> Result<Option<Time>, DecodeError> {
         s.map(|s| parse_time(&s))
             .transpose()
@@ -146,7 +200,8 @@ pub(crate) fn offset_in(whole: &[u8], part: &[u8]) -> u64 {
 
 /// Decodes a JSON object document held in `input` (the object keeps `input` itself).
 pub(crate) fn decode_object(input: &Bytes) -> Result<Object, DecodeError> {
-    let head: Head<'_> = serde_json::from_slice(input).map_err(|e| json_err(&e, 0))?;
+    let ObjectOnly(head): ObjectOnly<Head<'_>> =
+        serde_json::from_slice(input).map_err(|e| json_err(&e, 0))?;
     let gvk = GroupVersionKind::from_api_version(
         head.api_version.as_deref().unwrap_or(""),
         head.kind.as_deref().unwrap_or(""),

@@ -100,12 +100,13 @@ fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
         api_version: String,
         #[serde(default)]
         kind: String,
-        #[serde(default)]
+        #[serde(default, deserialize_with = "json::object")]
         metadata: Option<ListMeta>,
         #[serde(default, borrow)]
         items: Option<Vec<&'a RawValue>>,
     }
-    let l: List<'_> = serde_json::from_slice(input).map_err(|e| DecodeError::json(&e, 0))?;
+    let json::ObjectOnly(l): json::ObjectOnly<List<'_>> =
+        serde_json::from_slice(input).map_err(|e| DecodeError::json(&e, 0))?;
     let list_gvk = GroupVersionKind::from_api_version(&l.api_version, &l.kind);
     let item_gvk = Arc::new(list_gvk.item_of_list());
     let meta = l.metadata.unwrap_or_default();
@@ -113,7 +114,7 @@ fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
     for item in l.items.unwrap_or_default() {
         let raw = input.slice_ref(item.get().as_bytes());
         let off = offset_in(input, &raw);
-        let head: json::Head<'_> =
+        let json::ObjectOnly(head): json::ObjectOnly<json::Head<'_>> =
             serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, off))?;
         // Real servers omit apiVersion/kind on list items; take them from the list then.
         let gvk = match (&head.api_version, &head.kind) {

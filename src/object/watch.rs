@@ -148,6 +148,7 @@ impl ApiStatus {
             #[derive(Deserialize, Default)]
             #[serde(rename_all = "camelCase", default)]
             struct Details {
+                #[serde(deserialize_with = "json::objects")]
                 causes: Vec<Cause>,
                 retry_after_seconds: Option<i32>,
             }
@@ -158,9 +159,11 @@ impl ApiStatus {
                 status: String,
                 reason: String,
                 message: String,
+                #[serde(deserialize_with = "json::object")]
                 details: Option<Details>,
             }
-            let s: S = serde_json::from_slice(input).map_err(|e| DecodeError::json(&e, 0))?;
+            let json::ObjectOnly(s): json::ObjectOnly<S> =
+                serde_json::from_slice(input).map_err(|e| DecodeError::json(&e, 0))?;
             let d = s.details.unwrap_or_default();
             Ok(ApiStatus {
                 code: s.code,
@@ -342,7 +345,8 @@ fn decode_embedded(raw: Bytes, gvks: &mut GvkCache) -> Result<Object, DecodeErro
         let base = offset_in(&raw, &env.raw);
         decode_bare(gvks.get(env.gvk), env.raw).map_err(|e| e.shifted(base))
     } else if raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        let head: Head<'_> = serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, 0))?;
+        let json::ObjectOnly(head): json::ObjectOnly<Head<'_>> =
+            serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, 0))?;
         let gvk = gvks.get(GroupVersionKind::from_api_version(
             head.api_version.as_deref().unwrap_or(""),
             head.kind.as_deref().unwrap_or(""),
@@ -403,7 +407,8 @@ fn decode_json_event(line: &Bytes, gvks: &mut GvkCache) -> Result<WatchEvent, De
         #[serde(borrow)]
         object: Option<&'a RawValue>,
     }
-    let l: Line<'_> = serde_json::from_slice(line).map_err(|e| DecodeError::json(&e, 0))?;
+    let json::ObjectOnly(l): json::ObjectOnly<Line<'_>> =
+        serde_json::from_slice(line).map_err(|e| DecodeError::json(&e, 0))?;
     let t = WatchEventType::parse(&l.event_type).ok_or_else(|| DecodeError::UnknownEventType {
         event_type: l.event_type.to_string(),
         offset: 0,

@@ -1,0 +1,120 @@
+//! The hand-written `ObjectMeta` decoder on arbitrary message bodies: the input is the body of
+//! field 1 of a bare object, wrapped in an envelope and decoded with `object::decode`.
+//!
+//! Invariants beyond "no panic":
+//! - the object's raw bytes are a slice of the envelope it was decoded from;
+//! - differential against prost's generated `meta.v1.ObjectMeta`: whenever prost accepts the
+//!   body our decoder does too (unless an unknown field is a proto2 group, which we reject), and
+//!   every field but the timestamps agrees (upstream replaces a repeated `Time` where protobuf
+//!   would merge it, and reads an empty one as unset; we follow upstream);
+//! - `with_meta` (re-encoding the metadata, keeping the other fields) and
+//!   `without_managed_fields` decode back to the same metadata (minus managed fields).
+
+#![no_main]
+
+use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta};
+use informer::wire::meta as pb;
+use informer_fuzz::assert_raw_in;
+use libfuzzer_sys::fuzz_target;
+use prost::Message;
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Bare object: field 1 (ObjectMeta) = data, then one other field the decoders must keep.
+    let mut bare = vec![0x0a];
+    varint(&mut bare, data.len() as u64);
+    bare.extend_from_slice(data);
+    bare.extend_from_slice(&[0x12, 0x02, 0x08, 0x01]);
+    let gvk = GroupVersionKind::new("", "v1", "Pod");
+    let input = object::encode_envelope(&gvk, &bare);
+
+    let ours = object::decode(input.clone());
+    if let Ok(obj) = &ours {
+        assert_raw_in(&input, obj);
+        assert_eq!(&obj.raw()[..], &bare[..]);
+        round_trips(obj);
+    }
+
+    if let Ok(p) = pb::ObjectMeta::decode(data) {
+        match &ours {
+            Ok(obj) => agree(obj.meta(), &p),
+            Err(DecodeError::BadTag {
+                wire_type: 3 | 4, ..
+            }) => {}
+            Err(e) => panic!("prost accepts the metadata, we reject it: {e:?}"),
+        }
+    }
+});
+
+fn round_trips(obj: &object::Object) {
+    let again = obj
+        .with_meta(obj.meta().clone())
+        .expect("with_meta of a decoded object");
+    let back = object::decode(again.to_wire()).expect("re-encoded object decodes");
+    assert_eq!(
+        back.meta(),
+        obj.meta(),
+        "metadata changed through with_meta"
+    );
+    assert_eq!(back.gvk(), obj.gvk());
+
+    let lean = obj
+        .without_managed_fields()
+        .expect("without_managed_fields");
+    let back = object::decode(lean.to_wire()).expect("object without managed fields decodes");
+    let mut want = obj.meta().clone();
+    want.managed_fields.clear();
+    assert_eq!(
+        back.meta(),
+        &want,
+        "without_managed_fields changed other metadata"
+    );
+    // The other top-level field (2) is kept verbatim.
+    assert!(back.raw().ends_with(&[0x12, 0x02, 0x08, 0x01]));
+}
+
+fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    assert_eq!(m.name, s(&p.name), "name");
+    assert_eq!(m.generate_name, s(&p.generate_name), "generateName");
+    assert_eq!(m.namespace, s(&p.namespace), "namespace");
+    assert_eq!(m.uid, s(&p.uid), "uid");
+    assert_eq!(
+        m.resource_version,
+        s(&p.resource_version),
+        "resourceVersion"
+    );
+    assert_eq!(m.generation, p.generation, "generation");
+    assert_eq!(
+        m.deletion_grace_period_seconds, p.deletion_grace_period_seconds,
+        "deletionGracePeriodSeconds"
+    );
+    assert_eq!(m.labels, p.labels, "labels");
+    assert_eq!(m.annotations, p.annotations, "annotations");
+    assert_eq!(m.finalizers, p.finalizers, "finalizers");
+    assert_eq!(
+        m.owner_references.len(),
+        p.owner_references.len(),
+        "ownerReferences"
+    );
+    for (o, q) in m.owner_references.iter().zip(&p.owner_references) {
+        assert_eq!(o.kind, s(&q.kind));
+        assert_eq!(o.name, s(&q.name));
+        assert_eq!(o.uid, s(&q.uid));
+        assert_eq!(o.api_version, s(&q.api_version));
+        assert_eq!(o.controller, q.controller);
+        assert_eq!(o.block_owner_deletion, q.block_owner_deletion);
+    }
+    assert_eq!(
+        m.managed_fields.len(),
+        p.managed_fields.len(),
+        "managedFields"
+    );
+}

@@ -1,0 +1,122 @@
+//! Inputs the fuzz targets (`fuzz/`, see FUZZING.md) failed on, fed to the same decoder entry
+//! points, with the behaviour expected since the fix.
+//!
+//! 1. JSON arrays where objects belong (`json_object`: "a metadata member that is not a JSON
+//!    object was accepted"; `list_json`: "a list item that is not a JSON object was accepted").
+//!    serde's derived structs also read a JSON array, field by field in declaration order, so
+//!    `{"metadata":["x"]}` decoded as an object named `x`, a list item `[]` as an empty object,
+//!    a watch line `["ADDED",{...}]` as an ADDED event and `[410]` as a 410 status. The API
+//!    server's decoder (Go's `encoding/json`) rejects an array in place of a struct; ours now
+//!    answers with `DecodeError::Json` too.
+
+use bytes::Bytes;
+use informer::object::{
+    self, DEFAULT_FRAME_LIMIT, DecodeError, WatchDecoder, WatchEvent, WatchFormat,
+};
+
+fn json_error<T: std::fmt::Debug>(r: Result<T, DecodeError>) -> String {
+    match r {
+        Err(DecodeError::Json { message, .. }) => message,
+        other => panic!("expected a JSON error, got {other:?}"),
+    }
+}
+
+fn watch_json(stream: &'static [u8]) -> Result<Option<WatchEvent>, DecodeError> {
+    let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT);
+    d.push(Bytes::from_static(stream));
+    d.next_event()
+}
+
+#[test]
+fn metadata_given_as_an_array_is_rejected() {
+    // The fuzzer's input: before the fix this decoded as an object named "x".
+    let msg = json_error(object::decode(Bytes::from_static(br#"{"metadata":["x"]}"#)));
+    assert!(msg.contains("expected a JSON object"), "{msg}");
+    // The same document with an object decodes, and null still means "no metadata".
+    let o = object::decode(Bytes::from_static(br#"{"metadata":{"name":"x"}}"#)).unwrap();
+    assert_eq!(o.name(), "x");
+    let o = object::decode(Bytes::from_static(br#"{"kind":"Pod","metadata":null}"#)).unwrap();
+    assert_eq!(o.name(), "");
+    assert_eq!(o.gvk().kind, "Pod");
+}
+
+#[test]
+fn owner_reference_given_as_an_array_is_rejected() {
+    json_error(object::decode(Bytes::from_static(
+        br#"{"metadata":{"name":"a","ownerReferences":[["v1","ReplicaSet","rs","u1"]]}}"#,
+    )));
+    let o = object::decode(Bytes::from_static(
+        br#"{"metadata":{"name":"a","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u1","controller":true}]}}"#,
+    ))
+    .unwrap();
+    let r = &o.meta().owner_references[0];
+    assert_eq!((r.kind.as_str(), r.name.as_str()), ("ReplicaSet", "rs"));
+    assert_eq!(r.controller, Some(true));
+}
+
+#[test]
+fn list_item_given_as_an_array_is_rejected() {
+    // The fuzzer's input shape: before the fix the item `[]` became an empty JSON object.
+    json_error(object::decode_list(Bytes::from_static(
+        br#"{"kind":"PodList","apiVersion":"v1","items":[[]]}"#,
+    )));
+    json_error(object::decode_list(Bytes::from_static(
+        br#"{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"a"}},["b"]]}"#,
+    )));
+    let l = object::decode_list(Bytes::from_static(
+        br#"{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"a"}}]}"#,
+    ))
+    .unwrap();
+    assert_eq!(l.items.len(), 1);
+    assert_eq!(l.items[0].name(), "a");
+    assert_eq!(l.items[0].gvk().kind, "Pod");
+}
+
+#[test]
+fn list_or_list_metadata_given_as_an_array_is_rejected() {
+    // The whole list as an array: apiVersion, kind, metadata, items by position.
+    json_error(object::decode_list(Bytes::from_static(
+        br#"["v1","PodList",null,[{"metadata":{"name":"a"}}]]"#,
+    )));
+    json_error(object::decode_list(Bytes::from_static(
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":["","42"],"items":[]}"#,
+    )));
+    let l = object::decode_list(Bytes::from_static(
+        br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[]}"#,
+    ))
+    .unwrap();
+    assert_eq!(l.resource_version, "42");
+}
+
+#[test]
+fn watch_line_or_status_given_as_an_array_is_rejected() {
+    // Before the fix: an ADDED event for Pod "a".
+    json_error(watch_json(
+        b"[\"ADDED\",{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}}]\n",
+    ));
+    // Before the fix: an ERROR event with code 410.
+    json_error(watch_json(b"{\"type\":\"ERROR\",\"object\":[410]}\n"));
+    json_error(watch_json(
+        b"{\"type\":\"ERROR\",\"object\":{\"code\":429,\"details\":[[],5]}}\n",
+    ));
+    json_error(watch_json(
+        b"{\"type\":\"ERROR\",\"object\":{\"code\":500,\"details\":{\"causes\":[[\"x\"]]}}}\n",
+    ));
+    // The object forms still decode.
+    match watch_json(
+        b"{\"type\":\"ERROR\",\"object\":{\"code\":410,\"reason\":\"Expired\",\"details\":{\"causes\":[{\"reason\":\"x\"}],\"retryAfterSeconds\":3}}}\n",
+    ) {
+        Ok(Some(WatchEvent::Error(s))) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            assert_eq!(s.cause_reasons, ["x"]);
+            assert_eq!(s.retry_after_seconds, Some(3));
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    match watch_json(
+        b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}}}\n",
+    ) {
+        Ok(Some(WatchEvent::Added(o))) => assert_eq!(o.name(), "a"),
+        other => panic!("expected an ADDED event, got {other:?}"),
+    }
+}
