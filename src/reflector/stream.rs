@@ -132,8 +132,11 @@ impl<B: Body> OpenWatch<B> {
                     // Chunks the body already holds join this batch (one hand-over to the
                     // store instead of one per chunk); anything else a read returns is kept
                     // for the next call. Polling once and dropping a pending read is fine:
-                    // `next_chunk` is cancel safe.
+                    // `next_chunk` is cancel safe. An ERROR event ends the gathering: the
+                    // watch is over once it is handled, so nothing after it is read (what is
+                    // read from a stream does not depend on how its chunks were timed).
                     while self.ended.is_none()
+                        && !events.iter().any(|e| matches!(e, WatchEvent::Error(_)))
                         && events.len() < GATHER_EVENTS
                         && bytes < GATHER_BYTES
                         && Instant::now() < self.deadline
