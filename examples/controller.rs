@@ -23,6 +23,8 @@
 //! Run: `cargo run --release --example controller -- --duration 10`
 //! (`--help` for the rest).
 
+#[path = "controller/cli.rs"]
+mod cli;
 #[path = "controller/hpa.rs"]
 mod hpa;
 #[path = "controller/truth.rs"]
@@ -75,13 +77,13 @@ struct Args {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
     /// Stop after this many seconds (default: at Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::seconds)]
     duration: Option<f64>,
     /// Seconds to wait for the caches to sync before giving up.
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = cli::seconds)]
     sync_timeout: f64,
     /// Seconds between status lines (0 = none).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = cli::seconds)]
     status_every: f64,
     /// Print the work queue's metrics (OpenMetrics text) at the end.
     #[arg(long)]

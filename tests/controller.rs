@@ -4,6 +4,8 @@
 //! caches reflect the simulators' last change and the queue is drained, every Deployment's
 //! status must equal the one computed from the simulators' truth.
 
+#[path = "../examples/controller/cli.rs"]
+mod cli;
 #[path = "../examples/controller/hpa.rs"]
 mod hpa;
 #[path = "../examples/controller/truth.rs"]
@@ -462,4 +464,18 @@ fn readiness_is_the_ready_condition() {
         })
         .collect();
     assert_eq!(replicas, [Some(1), Some(2), Some(3), Some(4)]);
+}
+
+#[test]
+fn seconds_flags_refuse_what_a_duration_cannot_hold() {
+    // `--duration inf` (or 1e300, or a negative or NaN value) used to panic in
+    // `Duration::from_secs_f64`; clap now refuses it with a message.
+    for bad in ["inf", "-inf", "NaN", "1e300", "-1", "1e10", "soon", ""] {
+        assert!(cli::seconds(bad).is_err(), "{bad:?} accepted");
+    }
+    assert_eq!(cli::seconds("0"), Ok(0.0));
+    assert_eq!(cli::seconds("2.5"), Ok(2.5));
+    assert_eq!(cli::seconds("1e9"), Ok(1e9));
+    let max = Duration::from_secs_f64(cli::seconds("1e9").unwrap());
+    assert_eq!(max, Duration::from_secs(1_000_000_000));
 }

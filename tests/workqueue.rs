@@ -426,6 +426,13 @@ fn exponential_limiter_never_overflows() {
     assert_eq!(huge.delay_for(1), Duration::MAX);
     let zero = ItemExponentialRateLimiter::<u8>::new(Duration::ZERO, Duration::from_secs(1));
     assert_eq!(zero.delay_for(u64::MAX), Duration::ZERO);
+    // A small base doubles exactly past 2^32 while under the cap (client-go computes
+    // base * 2^n in float and caps only what is above `max`).
+    let ns = ItemExponentialRateLimiter::<u8>::new(Duration::from_nanos(1), Duration::MAX);
+    assert_eq!(ns.delay_for(32), Duration::from_nanos(1 << 32));
+    assert_eq!(ns.delay_for(63), Duration::from_nanos(1 << 63));
+    assert_eq!(ns.delay_for(90), Duration::from_nanos(1 << 63) * (1 << 27));
+    assert_eq!(ns.delay_for(200), Duration::MAX);
     // 10 000 failures in a row: still the cap.
     for _ in 0..10_000 {
         l.when(&1);

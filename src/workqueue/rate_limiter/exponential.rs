@@ -33,24 +33,25 @@ impl<T> ItemExponentialRateLimiter<T> {
 
     /// The delay after `failures` earlier failures: `base · 2^failures`, capped at `max`.
     pub fn delay_for(&self, failures: u64) -> Duration {
-        // 2^32 and more overflows any non-zero base (Duration holds under 2^64 s).
-        let Ok(shift) = u32::try_from(failures) else {
-            return if self.base.is_zero() {
-                self.base
-            } else {
-                self.max
-            };
-        };
-        if shift >= 32 {
-            return if self.base.is_zero() {
-                self.base
-            } else {
-                self.max
-            };
+        // Exact in u128 nanoseconds: a shift that would lose bits (or `failures` of 128 and
+        // more, with a non-zero base) is above any Duration, so it waits `max`.
+        let base = self.base.as_nanos();
+        if base == 0 {
+            return self.base.min(self.max);
         }
-        self.base
-            .checked_mul(1u32 << shift)
-            .map_or(self.max, |d| d.min(self.max))
+        let fits = u32::try_from(failures)
+            .ok()
+            .filter(|&s| s < 128 && base <= u128::MAX >> s);
+        match fits {
+            Some(shift) if base << shift <= self.max.as_nanos() => {
+                let nanos = base << shift;
+                // Below `max`, so it fits a Duration.
+                let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+                let subsec = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+                Duration::new(secs, subsec)
+            }
+            _ => self.max,
+        }
     }
 }
 
