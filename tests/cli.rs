@@ -349,3 +349,23 @@ fn flood_rejects_bad_knobs() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Time flags in seconds refuse what no duration can hold (`inf`, `NaN`, negative, huge) with
+/// a usage error (exit 2) instead of panicking later in `Duration::from_secs_f64`.
+#[test]
+fn seconds_flags_refuse_values_no_duration_holds() {
+    for args in [
+        &["serve", "--duration", "inf"][..],
+        &["serve", "--status-every", "1e30"],
+        &["serve", "--continue-ttl", "NaN"],
+        &["serve", "--bookmark-interval=-1"],
+        &["watch", "--interval", "inf"],
+        &["watch", "--duration", "1e300"],
+    ] {
+        let out = bin().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("seconds from 0 to"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
