@@ -19,7 +19,7 @@ use informer::object::{
 };
 use informer::reflector::{ListOptions, ListerWatcher, ReflectorConfig};
 use informer::server::{ServerConfig, ServerHandle, serve};
-use informer::sim::{Fault, FloodMix, SimConfig, SimServer, StreamFault, Truth};
+use informer::sim::{Fault, FloodMix, SimConfig, SimServer, StreamFault, Truth, diff_views};
 use informer::store::StoreConfig;
 use informer::trace::{
     RecordingListerWatcher, ReplayListerWatcher, TraceReader, TraceWriter, expected_state,
@@ -691,36 +691,6 @@ fn add_views<L: ListerWatcher>(
     Ok(views)
 }
 
-/// `None` when `got` equals `expected`; otherwise counts of missing, extra and stale keys with
-/// one example of each.
-fn diff(
-    expected: &BTreeMap<ObjectKey, (String, String)>,
-    got: &BTreeMap<ObjectKey, (String, String)>,
-    rv: u64,
-) -> Option<String> {
-    if got == expected {
-        return None;
-    }
-    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
-    let stale: Vec<_> = expected
-        .iter()
-        .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
-        .collect();
-    Some(format!(
-        "{} objects, expected {} at resourceVersion {rv}; {} missing (e.g. {:?}), {} extra \
-         (e.g. {:?}), {} stale (e.g. {:?})",
-        got.len(),
-        expected.len(),
-        missing.len(),
-        missing.first(),
-        extra.len(),
-        extra.first(),
-        stale.len(),
-        stale.first()
-    ))
-}
-
 /// Compares the store and every view with `expected`; the problems found, the merged latency
 /// histogram and each view's notification count.
 fn verify<L: ListerWatcher>(
@@ -740,7 +710,7 @@ fn verify<L: ListerWatcher>(
             )
         })
         .collect();
-    if let Some(d) = diff(expected, &in_store, rv) {
+    if let Some(d) = diff_views(expected, &in_store, rv) {
         problems.push(format!("store: {d}"));
     }
     let mut latency = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
@@ -752,7 +722,7 @@ fn verify<L: ListerWatcher>(
             .iter()
             .map(|(k, x)| (k.clone(), x.clone()))
             .collect();
-        if let Some(d) = diff(expected, &got, rv) {
+        if let Some(d) = diff_views(expected, &got, rv) {
             problems.push(format!("handler-{i}: {d}"));
         }
         let _ = latency.add(&v.latency);

@@ -135,15 +135,19 @@ impl<B: Body> OpenWatch<B> {
                     // `next_chunk` is cancel safe. An ERROR event ends the gathering: the
                     // watch is over once it is handled, so nothing after it is read (what is
                     // read from a stream does not depend on how its chunks were timed).
+                    let is_error = |e: &WatchEvent| matches!(e, WatchEvent::Error(_));
+                    let mut error = events.iter().any(is_error);
                     while self.ended.is_none()
-                        && !events.iter().any(|e| matches!(e, WatchEvent::Error(_)))
+                        && !error
                         && events.len() < GATHER_EVENTS
                         && bytes < GATHER_BYTES
                         && Instant::now() < self.deadline
                     {
                         match self.body.next_chunk().now_or_never() {
                             Some(Some(Ok(chunk))) => {
+                                let before = events.len();
                                 bytes += self.decode(chunk, metrics, &mut events);
+                                error = events[before..].iter().any(is_error);
                             }
                             Some(other) => {
                                 self.taken = Some(other);

@@ -114,7 +114,7 @@ pub use config::{FloodMix, SimConfig};
 pub use error::SimError;
 pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
 pub use request::{RequestKind, SimRequest};
-pub use server::{SimServer, SimStats, Truth};
+pub use server::{SimServer, SimStats, Truth, diff_views};
 pub use templates::{
     DEPLOYMENT_REPLICAS, ETCD_POD, HEAD_DEPLOYMENT, HEAD_POD, OPENSHIFT_PODS, POD_STATES,
     Templates, default_fixtures_dir,

@@ -127,30 +127,40 @@ impl Truth {
     /// rebuilt state) with this truth. `None` when equal; otherwise a one-line description:
     /// counts of missing, extra and stale keys with one example of each.
     pub fn diff(&self, got: &BTreeMap<ObjectKey, (String, String)>) -> Option<String> {
-        let expected = self.versions();
-        if *got == expected {
-            return None;
-        }
-        let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-        let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
-        let stale: Vec<_> = expected
-            .iter()
-            .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
-            .collect();
-        Some(format!(
-            "{} objects, expected {} at resourceVersion {}; {} missing (e.g. {:?}), {} extra \
-             (e.g. {:?}), {} stale (e.g. {:?})",
-            got.len(),
-            expected.len(),
-            self.resource_version,
-            missing.len(),
-            missing.first(),
-            extra.len(),
-            extra.first(),
-            stale.len(),
-            stale.first()
-        ))
+        diff_views(&self.versions(), got, self.resource_version)
     }
+}
+
+/// Compares two views `key → (uid, resourceVersion)`: `None` when `got` equals `expected`;
+/// otherwise a one-line description (sizes, `rv` the expected view reflects, counts of
+/// missing, extra and stale keys with one example of each). [`Truth::diff`] uses it; so can
+/// a client that computed its expected view another way (e.g. from a recorded trace).
+pub fn diff_views(
+    expected: &BTreeMap<ObjectKey, (String, String)>,
+    got: &BTreeMap<ObjectKey, (String, String)>,
+    rv: u64,
+) -> Option<String> {
+    if got == expected {
+        return None;
+    }
+    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
+    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
+    let stale: Vec<_> = expected
+        .iter()
+        .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
+        .collect();
+    Some(format!(
+        "{} objects, expected {} at resourceVersion {rv}; {} missing (e.g. {:?}), {} extra \
+         (e.g. {:?}), {} stale (e.g. {:?})",
+        got.len(),
+        expected.len(),
+        missing.len(),
+        missing.first(),
+        extra.len(),
+        extra.first(),
+        stale.len(),
+        stale.first()
+    ))
 }
 
 impl fmt::Debug for Truth {
