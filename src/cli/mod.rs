@@ -21,3 +21,40 @@ pub(crate) fn seconds(s: &str) -> Result<f64, String> {
         Err(format!("{s:?}: seconds from 0 to {MAX_FLAG_SECONDS}"))
     }
 }
+
+/// Runs `command` to completion on a two-worker tokio runtime (the machine this targets has two
+/// cores) and returns the process exit code: 0 on `Ok`, 2 with `informer NAME: error` on stderr
+/// when the runtime cannot start or the command fails.
+pub(crate) fn block_on_command<F>(name: &str, command: F) -> i32
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("informer {name}: {e}");
+            return 2;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("informer {name}: {e}");
+            2
+        }
+    }
+}
+
+/// Completes after `duration` seconds (a value from [`seconds`]), or at Ctrl-C when `None`.
+pub(crate) async fn until_stop(duration: Option<f64>) {
+    match duration {
+        Some(d) => tokio::time::sleep(std::time::Duration::from_secs_f64(d.max(0.0))).await,
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

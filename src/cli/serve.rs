@@ -50,24 +50,7 @@ pub(crate) struct ServeArgs {
 
 /// Runs the command; returns the process exit code.
 pub(crate) fn run(args: &ServeArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("informer serve: {e}");
-            return 2;
-        }
-    };
-    match runtime.block_on(run_async(args)) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("informer serve: {e}");
-            2
-        }
-    }
+    super::block_on_command("serve", run_async(args))
 }
 
 /// The `i`-th value of a repeatable flag: the last one given applies to the rest.
@@ -143,14 +126,7 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
     drop(out);
 
     let started = Instant::now();
-    let stop = async {
-        match args.duration {
-            Some(d) => tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    };
+    let stop = super::until_stop(args.duration);
     let status = async {
         if args.status_every <= 0.0 {
             return std::future::pending().await;

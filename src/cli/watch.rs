@@ -76,24 +76,7 @@ impl EventHandler for Counter {
 
 /// Runs the command; returns the process exit code.
 pub(crate) fn run(args: &WatchArgs) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("informer watch: {e}");
-            return 2;
-        }
-    };
-    match runtime.block_on(run_async(args)) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("informer watch: {e}");
-            2
-        }
-    }
+    super::block_on_command("watch", run_async(args))
 }
 
 async fn run_async(args: &WatchArgs) -> Result<(), String> {
@@ -145,14 +128,7 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
     println!("watching {path} (kind {})", found.resource.kind);
 
     let started = Instant::now();
-    let stop = async {
-        match args.duration {
-            Some(d) => tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    };
+    let stop = super::until_stop(args.duration);
     tokio::pin!(stop);
     let mut tick = tokio::time::interval(Duration::from_secs_f64(args.interval.max(0.1)));
     tick.tick().await;

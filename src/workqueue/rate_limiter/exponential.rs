@@ -1,12 +1,10 @@
 //! Per-item exponential backoff (client-go `ItemExponentialFailureRateLimiter`).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::RateLimiter;
+use super::{FailureCounts, RateLimiter};
 
 /// Waits `base · 2^n` after an item's `n`-th recorded failure (counting from 0), capped at
 /// `max`; the first failure waits `base`. Overflow-safe: any `n` whose delay would not fit in a
@@ -17,7 +15,7 @@ use super::RateLimiter;
 pub struct ItemExponentialRateLimiter<T> {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<T, u64, foldhash::fast::RandomState>>,
+    failures: FailureCounts<T>,
 }
 
 impl<T> ItemExponentialRateLimiter<T> {
@@ -27,7 +25,7 @@ impl<T> ItemExponentialRateLimiter<T> {
         ItemExponentialRateLimiter {
             base,
             max,
-            failures: Mutex::new(HashMap::default()),
+            failures: FailureCounts::new(),
         }
     }
 
@@ -57,11 +55,7 @@ impl<T> ItemExponentialRateLimiter<T> {
 
 impl<T> fmt::Debug for ItemExponentialRateLimiter<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let tracked = self
-            .failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len();
+        let tracked = self.failures.len();
         f.debug_struct("ItemExponentialRateLimiter")
             .field("base", &self.base)
             .field("max", &self.max)
@@ -72,36 +66,15 @@ impl<T> fmt::Debug for ItemExponentialRateLimiter<T> {
 
 impl<T: Hash + Eq + Clone + Send> RateLimiter<T> for ItemExponentialRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
-        let earlier = {
-            let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-            match failures.get_mut(item) {
-                Some(n) => {
-                    let earlier = *n;
-                    *n = n.saturating_add(1);
-                    earlier
-                }
-                None => {
-                    failures.insert(item.clone(), 1);
-                    0
-                }
-            }
-        };
+        let earlier = self.failures.bump(item);
         self.delay_for(earlier)
     }
 
     fn forget(&self, item: &T) {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(item);
+        self.failures.forget(item);
     }
 
     fn num_requeues(&self, item: &T) -> u64 {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(item)
-            .copied()
-            .unwrap_or(0)
+        self.failures.get(item)
     }
 }

@@ -1,12 +1,10 @@
 //! A few quick retries, then slow ones (client-go `ItemFastSlowRateLimiter`).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use super::RateLimiter;
+use super::{FailureCounts, RateLimiter};
 
 /// Waits `fast` for an item's first `max_fast_attempts` failures, then `slow` for every later
 /// one, until [`RateLimiter::forget`].
@@ -14,7 +12,7 @@ pub struct ItemFastSlowRateLimiter<T> {
     fast: Duration,
     slow: Duration,
     max_fast_attempts: u64,
-    failures: Mutex<HashMap<T, u64, foldhash::fast::RandomState>>,
+    failures: FailureCounts<T>,
 }
 
 impl<T> ItemFastSlowRateLimiter<T> {
@@ -24,7 +22,7 @@ impl<T> ItemFastSlowRateLimiter<T> {
             fast,
             slow,
             max_fast_attempts,
-            failures: Mutex::new(HashMap::default()),
+            failures: FailureCounts::new(),
         }
     }
 }
@@ -41,19 +39,7 @@ impl<T> fmt::Debug for ItemFastSlowRateLimiter<T> {
 
 impl<T: Hash + Eq + Clone + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> {
     fn when(&self, item: &T) -> Duration {
-        let count = {
-            let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
-            match failures.get_mut(item) {
-                Some(n) => {
-                    *n = n.saturating_add(1);
-                    *n
-                }
-                None => {
-                    failures.insert(item.clone(), 1);
-                    1
-                }
-            }
-        };
+        let count = self.failures.bump(item).saturating_add(1);
         if count <= self.max_fast_attempts {
             self.fast
         } else {
@@ -62,18 +48,10 @@ impl<T: Hash + Eq + Clone + Send> RateLimiter<T> for ItemFastSlowRateLimiter<T> 
     }
 
     fn forget(&self, item: &T) {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(item);
+        self.failures.forget(item);
     }
 
     fn num_requeues(&self, item: &T) -> u64 {
-        self.failures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(item)
-            .copied()
-            .unwrap_or(0)
+        self.failures.get(item)
     }
 }

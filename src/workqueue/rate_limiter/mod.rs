@@ -87,3 +87,61 @@ where
     }
     MaxOfRateLimiter::new(limiters)
 }
+
+/// Per-item failure counters shared by the per-item limiters: one `u64` per item that failed,
+/// until it is forgotten. The lock is held only to read or bump one counter.
+pub(crate) struct FailureCounts<T> {
+    counts: std::sync::Mutex<std::collections::HashMap<T, u64, foldhash::fast::RandomState>>,
+}
+
+impl<T> FailureCounts<T> {
+    /// No item has failed yet.
+    pub(crate) fn new() -> Self {
+        FailureCounts {
+            counts: std::sync::Mutex::new(std::collections::HashMap::default()),
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<T, u64, foldhash::fast::RandomState>>
+    {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many items have a counter.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+impl<T: std::hash::Hash + Eq + Clone> FailureCounts<T> {
+    /// Records one more failure of `item`; returns how many were recorded before it (0 on the
+    /// first). Saturates at `u64::MAX`.
+    pub(crate) fn bump(&self, item: &T) -> u64 {
+        let mut counts = self.lock();
+        match counts.get_mut(item) {
+            Some(n) => {
+                let earlier = *n;
+                *n = n.saturating_add(1);
+                earlier
+            }
+            None => {
+                counts.insert(item.clone(), 1);
+                0
+            }
+        }
+    }
+
+    /// Drops `item`'s counter.
+    pub(crate) fn forget(&self, item: &T) {
+        self.lock().remove(item);
+    }
+
+    /// Failures recorded for `item` (0 when none).
+    pub(crate) fn get(&self, item: &T) -> u64 {
+        self.lock().get(item).copied().unwrap_or(0)
+    }
+}
