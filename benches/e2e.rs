@@ -21,8 +21,8 @@
 //! Then `e2e-inproc/<size>`, without HTTP for our side: the simulator itself is the
 //! `ListerWatcher` (its watch bodies held until released), for the real etcd Pod (1.5 KB) and
 //! the HEAD Pod (13.6 KB): a raw drain of the simulator's chunks (frames skipped by length),
-//! our informer with 1, 4 and 16 handlers, and (HEAD Pod only: the fixtures have no JSON twin
-//! of the etcd Pod) kube-runtime's `watcher` + `reflector` over the loopback server's JSON.
+//! our informer with 1, 4 and 16 handlers, and kube-runtime's `watcher` + `reflector` over a
+//! loopback server's JSON (the etcd Pod's JSON twin is the fixture's own `json__pod.json`).
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -60,18 +60,50 @@ struct Env {
     handle: ServerHandle,
 }
 
+/// The real etcd Pod's JSON form, written by the same upstream project (auger) from the same
+/// stored object as `storage__pod.bin` (fixtures README); `Env::etcd_pod` checks the pairing.
+const ETCD_POD_JSON: &str = "real/auger-etcd-real-protobuf/json__pod.json";
+
 impl Env {
+    /// The HEAD Pod (13.6 KB) and its `core.v1.Pod.json` twin.
     fn new() -> Self {
         let dir = default_fixtures_dir().unwrap();
-        let twin = informer::object::decode(
-            std::fs::read(dir.join("k8s-testdata/HEAD/core.v1.Pod.json"))
-                .unwrap()
-                .into(),
+        Self::with(
+            Templates::head_pod(&dir).unwrap(),
+            &dir.join("k8s-testdata/HEAD/core.v1.Pod.json"),
+            3,
         )
-        .unwrap();
+    }
+
+    /// The real etcd Pod (1.5 KB protobuf) and its JSON twin, after checking that both files
+    /// are the same object (name, namespace, uid, resourceVersion, creation time to the second,
+    /// labels, annotations, owner references).
+    fn etcd_pod() -> Self {
+        let dir = default_fixtures_dir().unwrap();
+        let templates = Templates::etcd_pod(&dir).unwrap();
+        let pb = templates.objects()[0].meta();
+        let json = informer::object::decode(std::fs::read(dir.join(ETCD_POD_JSON)).unwrap().into())
+            .unwrap();
+        let js = json.meta();
+        assert_eq!(
+            (&pb.name, &pb.namespace, &pb.uid, &pb.resource_version),
+            (&js.name, &js.namespace, &js.uid, &js.resource_version),
+        );
+        // JSON writes times to the second; the stored protobuf keeps the nanoseconds.
+        let secs = |m: &informer::object::ObjectMeta| m.creation_timestamp.map(|t| t.seconds);
+        assert_eq!(secs(pb), secs(js));
+        assert_eq!(pb.labels, js.labels);
+        assert_eq!(pb.annotations, js.annotations);
+        assert_eq!(pb.owner_references, js.owner_references);
+        Self::with(templates, &dir.join(ETCD_POD_JSON), 4)
+    }
+
+    /// A loopback server over a simulator of `templates`, answering JSON clients from `twin`.
+    fn with(templates: Templates, twin: &std::path::Path, seed: u64) -> Self {
+        let twin = informer::object::decode(std::fs::read(twin).unwrap().into()).unwrap();
         let sim = SimServer::new(
-            SimConfig::new(Templates::head_pod(&dir).unwrap())
-                .seed(3)
+            SimConfig::new(templates)
+                .seed(seed)
                 .initial_objects(OBJECTS)
                 .target_objects(OBJECTS)
                 .history_window(4 * EVENTS as usize)
@@ -604,7 +636,11 @@ fn e2e_inproc(c: &mut Criterion) {
         .build()
         .unwrap();
     let sizes = [
-        InProc::new("etcd-pod-1.5KB", Templates::etcd_pod(&dir).unwrap(), None),
+        InProc::new(
+            "etcd-pod-1.5KB",
+            Templates::etcd_pod(&dir).unwrap(),
+            Some(Env::etcd_pod()),
+        ),
         InProc::new(
             "head-pod-13.6KB",
             Templates::head_pod(&dir).unwrap(),

@@ -51,26 +51,26 @@ fuzz_target!(|data: &[u8]| {
         (Err(_), _) => {}
     }
 
-    if let Some(body) = data.strip_prefix(&MAGIC) {
-        if let Ok(u) = Unknown::decode(body) {
-            match &env {
-                Ok(env) => {
-                    let tm = u.type_meta.unwrap_or_default();
-                    let gvk = GroupVersionKind::from_api_version(
-                        tm.api_version.as_deref().unwrap_or(""),
-                        tm.kind.as_deref().unwrap_or(""),
-                    );
-                    assert_eq!(env.gvk, gvk, "type meta differs from prost");
-                    assert_eq!(Some(&env.raw), u.raw.as_ref(), "raw differs from prost");
-                    assert_eq!(env.content_encoding, u.content_encoding.unwrap_or_default());
-                    assert_eq!(env.content_type, u.content_type.unwrap_or_default());
-                }
-                Err(DecodeError::Missing { .. }) => assert!(u.raw.is_none()),
-                Err(DecodeError::BadTag {
-                    wire_type: 3 | 4, ..
-                }) => {}
-                Err(e) => panic!("prost accepts the envelope, we reject it: {e:?}"),
+    if let Some(body) = data.strip_prefix(&MAGIC)
+        && let Ok(u) = Unknown::decode(body)
+    {
+        match &env {
+            Ok(env) => {
+                let tm = u.type_meta.unwrap_or_default();
+                let gvk = GroupVersionKind::from_api_version(
+                    tm.api_version.as_deref().unwrap_or(""),
+                    tm.kind.as_deref().unwrap_or(""),
+                );
+                assert_eq!(env.gvk, gvk, "type meta differs from prost");
+                assert_eq!(Some(&env.raw), u.raw.as_ref(), "raw differs from prost");
+                assert_eq!(env.content_encoding, u.content_encoding.unwrap_or_default());
+                assert_eq!(env.content_type, u.content_type.unwrap_or_default());
             }
+            Err(DecodeError::Missing { .. }) => assert!(u.raw.is_none()),
+            Err(DecodeError::BadTag {
+                wire_type: 3 | 4, ..
+            }) => {}
+            Err(e) => panic!("prost accepts the envelope, we reject it: {e:?}"),
         }
     }
 });

@@ -178,7 +178,7 @@ fn main() -> Result<(), Error> {
 
 /// A continue token and remaining count for every other list page, so both shapes are seeded.
 fn page_meta(i: usize) -> (&'static str, Option<i64>) {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         ("", None)
     } else {
         ("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzNDV9", Some(42))
