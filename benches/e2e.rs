@@ -153,11 +153,12 @@ impl Env {
 
     /// One timed drain: `start` sets the client up (list, watch held), then `EVENTS` changes
     /// are made, then the clock runs from the release until `done` says the client saw the
-    /// last one.
-    fn drain<C>(
+    /// last one. `done` returns the client's teardown (shutdown, dropping its cache), run after
+    /// the clock stops: the figure is the time to see every change, as for the raw drain.
+    fn drain<C, T: FnOnce()>(
         &self,
         start: impl FnOnce(&Self) -> C,
-        done: impl FnOnce(&Self, C, u64),
+        done: impl FnOnce(&Self, C, u64) -> T,
     ) -> Duration {
         self.handle.hold_watches(true);
         let before = self.handle.stats().watches.load(Ordering::SeqCst);
@@ -166,8 +167,10 @@ impl Env {
         let target = self.sim.step(EVENTS).unwrap();
         let t0 = Instant::now();
         self.handle.hold_watches(false);
-        done(self, client, target);
-        t0.elapsed()
+        let teardown = done(self, client, target);
+        let took = t0.elapsed();
+        teardown();
+        took
     }
 
     fn client(&self) -> kube::Client {
@@ -238,7 +241,7 @@ fn raw_drain(env: &Env) -> Duration {
             })
         },
         |env, mut s, _| {
-            env.client_rt.block_on(async move {
+            let s = env.client_rt.block_on(async move {
                 let mut buf = vec![0u8; 256 * 1024];
                 let mut frames = RawFrames::default();
                 while frames.frames < EVENTS {
@@ -246,7 +249,9 @@ fn raw_drain(env: &Env) -> Duration {
                     assert!(n > 0, "server closed the stream");
                     frames.feed(&buf[..n]);
                 }
-            })
+                s
+            });
+            move || drop(s)
         },
     )
 }
@@ -380,7 +385,7 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
             wait_until("the informer's handler", || {
                 last.load(Ordering::Acquire) >= target
             });
-            informer.shutdown();
+            move || informer.shutdown()
         },
     )
 }
@@ -419,7 +424,10 @@ fn kube_runtime_drain(env: &Env) -> Duration {
                 last.load(Ordering::Acquire) >= target
             });
             assert!(reader.state().len() >= OBJECTS / 2);
-            task.abort();
+            move || {
+                task.abort();
+                drop(reader);
+            }
         },
     )
 }
@@ -454,7 +462,7 @@ fn bytes_per_event(env: &Env) {
                 wait_until("the informer", || last.load(Ordering::Acquire) >= target);
                 let m = informer.reflector_metrics().unwrap();
                 *b.lock().unwrap() = m.watch_bytes.load(Ordering::Relaxed);
-                informer.shutdown();
+                move || informer.shutdown()
             },
         );
         let total = *bytes.lock().unwrap();
@@ -552,8 +560,13 @@ impl InProc {
     }
 
     /// Holds watches, runs `start`, waits for its watch, makes `EVENTS` changes, then times
-    /// from the release until `done` returns.
-    fn drain<C>(&self, start: impl FnOnce(&Self) -> C, done: impl FnOnce(C, u64)) -> Duration {
+    /// from the release until `done` returns; the teardown `done` returns runs after the clock
+    /// stops.
+    fn drain<C, T: FnOnce()>(
+        &self,
+        start: impl FnOnce(&Self) -> C,
+        done: impl FnOnce(C, u64) -> T,
+    ) -> Duration {
         self.gate.send_replace(false);
         let before = self.opened.load(Ordering::SeqCst);
         let client = start(self);
@@ -563,8 +576,10 @@ impl InProc {
         let target = self.sim.step(EVENTS).unwrap();
         let t0 = Instant::now();
         self.gate.send_replace(true);
-        done(client, target);
-        t0.elapsed()
+        let teardown = done(client, target);
+        let took = t0.elapsed();
+        teardown();
+        took
     }
 }
 
@@ -589,7 +604,8 @@ fn inproc_raw_drain(p: &InProc, rt: &tokio::runtime::Runtime) -> Duration {
                     let chunk = body.next_chunk().await.unwrap().unwrap();
                     frames.frames_in(&chunk);
                 }
-            })
+            });
+            move || drop(body)
         },
     )
 }
@@ -622,7 +638,7 @@ fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usi
             wait_until("every handler", || {
                 seen.iter().all(|l| l.load(Ordering::Acquire) >= target)
             });
-            informer.shutdown();
+            move || informer.shutdown()
         },
     )
 }

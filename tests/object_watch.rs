@@ -421,3 +421,56 @@ fn decoded_chunks_are_released_even_mid_frame() {
         assert!(got.iter().zip(&evs).all(|(a, b)| same(a, b)), "{format:?}");
     }
 }
+
+#[test]
+fn watch_events_of_changing_kinds_keep_their_own_group_version_kind() {
+    // The decoder shares one GVK between consecutive objects of the same kind, matched against
+    // the envelope's typeMeta without allocating: a change of group, version or kind (or of the
+    // core group to a named one) must give the new GVK, and a change back the old one.
+    let base = pods(1).remove(0);
+    let kinds = [
+        GroupVersionKind::new("", "v1", "Pod"),
+        GroupVersionKind::new("", "v1", "Pod"),
+        GroupVersionKind::new("apps", "v1", "Pod"),
+        GroupVersionKind::new("apps", "v2", "Pod"),
+        GroupVersionKind::new("apps", "v2", "ReplicaSet"),
+        GroupVersionKind::new("", "v1", "Pod"),
+        GroupVersionKind::new("v1", "", "Pod"),
+    ];
+    let events: Vec<WatchEvent> = kinds
+        .iter()
+        .map(|gvk| {
+            WatchEvent::Modified(Object::from_parts(
+                Arc::new(gvk.clone()),
+                base.meta().clone(),
+                base.raw().clone(),
+                Encoding::Protobuf,
+            ))
+        })
+        .collect();
+    let stream = encode(&events, WatchFormat::Protobuf);
+    let got = decode_chunked(&stream, &[], WatchFormat::Protobuf);
+    let got: Vec<GroupVersionKind> = got
+        .iter()
+        .map(|e| e.object().unwrap().gvk().clone())
+        .collect();
+    // `v1/` (group "v1", empty version) is written as apiVersion `v1/` and reads back the same.
+    assert_eq!(got, kinds);
+
+    let pod = GroupVersionKind::new("", "v1", "Pod");
+    assert!(pod.matches_api_version("v1", "Pod"));
+    assert!(!pod.matches_api_version("v1", "Pods"));
+    assert!(!pod.matches_api_version("core/v1", "Pod"));
+    assert!(!pod.matches_api_version("apps/v1", "Pod"));
+    let rs = GroupVersionKind::new("apps", "v1", "ReplicaSet");
+    assert!(rs.matches_api_version("apps/v1", "ReplicaSet"));
+    assert!(!rs.matches_api_version("v1", "ReplicaSet"));
+    assert!(!rs.matches_api_version("apps/v1beta1", "ReplicaSet"));
+    for (api_version, kind) in [("a/b/c", "K"), ("", ""), ("/", "K"), ("x/", "")] {
+        let gvk = GroupVersionKind::from_api_version(api_version, kind);
+        assert!(
+            gvk.matches_api_version(api_version, kind),
+            "{api_version} {kind}"
+        );
+    }
+}

@@ -217,6 +217,16 @@ impl GroupVersionKind {
         }
     }
 
+    /// Whether this is the GVK [`GroupVersionKind::from_api_version`] would build from
+    /// `api_version` and `kind`, compared without allocating.
+    pub fn matches_api_version(&self, api_version: &str, kind: &str) -> bool {
+        let (group, version) = match api_version.rsplit_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        self.kind == kind && self.version == version && self.group == group
+    }
+
     /// The item kind of a list kind: `PodList` → `Pod`; other kinds unchanged.
     pub fn item_of_list(&self) -> Self {
         let kind = self.kind.strip_suffix("List").unwrap_or(&self.kind);

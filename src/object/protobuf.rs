@@ -34,6 +34,34 @@ pub struct Envelope {
 /// [`DecodeError::Missing`] when `raw` (field 2) is absent; any
 /// protobuf error of the `Unknown` message, with offsets counted from the start of `input`.
 pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
+    let (parts, content_encoding, content_type) = envelope_fields(input)?;
+    Ok(Envelope {
+        gvk: GroupVersionKind::from_api_version(parts.api_version, parts.kind),
+        raw: parts.raw,
+        content_encoding: content_encoding.to_owned(),
+        content_type: content_type.to_owned(),
+    })
+}
+
+/// The envelope's `typeMeta` strings (borrowed from the input) and `raw`, for decoders that
+/// look the group/version/kind up instead of allocating it for every object.
+#[derive(Debug)]
+pub(crate) struct EnvelopeParts<'a> {
+    /// `typeMeta.apiVersion` (`v1`, `apps/v1`; empty when absent).
+    pub(crate) api_version: &'a str,
+    /// `typeMeta.kind` (empty when absent).
+    pub(crate) kind: &'a str,
+    /// The object's own message bytes, a slice of the input.
+    pub(crate) raw: Bytes,
+}
+
+/// [`decode_envelope`] without allocating: same checks and errors.
+pub(crate) fn decode_envelope_parts(input: &Bytes) -> Result<EnvelopeParts<'_>, DecodeError> {
+    envelope_fields(input).map(|(parts, _, _)| parts)
+}
+
+/// Reads the envelope: its parts plus `contentEncoding` and `contentType`.
+fn envelope_fields(input: &Bytes) -> Result<(EnvelopeParts<'_>, &str, &str), DecodeError> {
     if input.len() < MAGIC.len() {
         if MAGIC.starts_with(input) {
             return Err(DecodeError::Truncated {
@@ -51,13 +79,12 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
         });
     }
     let mut r = Reader::new(input, 4, input.len(), "runtime.Unknown");
-    let mut env = Envelope {
-        gvk: GroupVersionKind::default(),
+    let mut parts = EnvelopeParts {
+        api_version: "",
+        kind: "",
         raw: Bytes::new(),
-        content_encoding: String::new(),
-        content_type: String::new(),
     };
-    let (mut api_version, mut kind) = ("", "");
+    let (mut content_encoding, mut content_type) = ("", "");
     let mut has_raw = false;
     while let Some(f) = r.next_field()? {
         match f.number {
@@ -65,18 +92,18 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
                 let mut tm = r.message(&f, "runtime.TypeMeta")?;
                 while let Some(g) = tm.next_field()? {
                     match g.number {
-                        1 => api_version = tm.str(&g)?,
-                        2 => kind = tm.str(&g)?,
+                        1 => parts.api_version = tm.str(&g)?,
+                        2 => parts.kind = tm.str(&g)?,
                         _ => tm.skip(&g)?,
                     }
                 }
             }
             2 => {
-                env.raw = r.bytes(&f)?;
+                parts.raw = r.bytes(&f)?;
                 has_raw = true;
             }
-            3 => env.content_encoding = r.string(&f)?,
-            4 => env.content_type = r.string(&f)?,
+            3 => content_encoding = r.str(&f)?,
+            4 => content_type = r.str(&f)?,
             _ => r.skip(&f)?,
         }
     }
@@ -86,8 +113,7 @@ pub fn decode_envelope(input: &Bytes) -> Result<Envelope, DecodeError> {
             offset: 4,
         });
     }
-    env.gvk = GroupVersionKind::from_api_version(api_version, kind);
-    Ok(env)
+    Ok((parts, content_encoding, content_type))
 }
 
 /// Encodes `k8s\0` + `runtime.Unknown{typeMeta, raw}` (contentEncoding and contentType written

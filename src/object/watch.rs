@@ -15,8 +15,8 @@ use super::DecodeError;
 use super::json::{self, Head, offset_in};
 use super::meta::{GroupVersionKind, ObjectMeta};
 use super::protobuf::{
-    decode_bare, decode_envelope, encode_envelope, encode_envelope_into, encode_object_meta,
-    envelope_size,
+    decode_bare, decode_envelope, decode_envelope_parts, encode_envelope, encode_envelope_into,
+    encode_object_meta, envelope_size,
 };
 use super::value::{Encoding, MAGIC, Object};
 use super::wire::{Reader, WT_LEN, len_field_size, put_bytes, put_str, put_tag, put_varint};
@@ -326,11 +326,12 @@ impl WatchEvent {
 struct GvkCache(Option<Arc<GroupVersionKind>>);
 
 impl GvkCache {
-    fn get(&mut self, gvk: GroupVersionKind) -> Arc<GroupVersionKind> {
+    /// The shared GVK of `api_version` + `kind`: allocated only when it differs from the last.
+    fn get_parts(&mut self, api_version: &str, kind: &str) -> Arc<GroupVersionKind> {
         match &self.0 {
-            Some(a) if **a == gvk => a.clone(),
+            Some(a) if a.matches_api_version(api_version, kind) => a.clone(),
             _ => {
-                let a = Arc::new(gvk);
+                let a = Arc::new(GroupVersionKind::from_api_version(api_version, kind));
                 self.0 = Some(a.clone());
                 a
             }
@@ -341,16 +342,17 @@ impl GvkCache {
 /// Decodes an embedded object (`RawExtension.raw`): a protobuf envelope or a JSON document.
 fn decode_embedded(raw: Bytes, gvks: &mut GvkCache) -> Result<Object, DecodeError> {
     if raw.starts_with(&MAGIC) {
-        let env = decode_envelope(&raw)?;
+        let env = decode_envelope_parts(&raw)?;
         let base = offset_in(&raw, &env.raw);
-        decode_bare(gvks.get(env.gvk), env.raw).map_err(|e| e.shifted(base))
+        let gvk = gvks.get_parts(env.api_version, env.kind);
+        decode_bare(gvk, env.raw).map_err(|e| e.shifted(base))
     } else if raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         let json::ObjectOnly(head): json::ObjectOnly<Head<'_>> =
             serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, 0))?;
-        let gvk = gvks.get(GroupVersionKind::from_api_version(
+        let gvk = gvks.get_parts(
             head.api_version.as_deref().unwrap_or(""),
             head.kind.as_deref().unwrap_or(""),
-        ));
+        );
         let metadata = head.metadata;
         json::decode_with_head(raw.clone(), gvk, metadata, 0)
     } else {
