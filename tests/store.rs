@@ -780,7 +780,7 @@ fn large_index_sets_return_every_current_object() {
         assert_eq!(keys(&got), want, "shards {shards}");
         for o in &got {
             let i: usize = o.name()[1..].parse().unwrap();
-            let uid = if i % 3 == 0 {
+            let uid = if i.is_multiple_of(3) {
                 format!("v{i}")
             } else {
                 format!("u{i}")
