@@ -6,6 +6,10 @@
 //! - `store-read/{get,by-namespace}/{1,2}-reader/{idle,flood}`: read throughput with the writer
 //!   idle or flooding updates (each store's writer as fast as it goes, in its natural unit:
 //!   batches of 256 for the batched stores, one call per object for the others);
+//! - `store-read-paced/{get,by-namespace}/{1,2}-reader`: the same reads while every store's
+//!   writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in steps of
+//!   256): the fair comparison, since under the flat-out flood a writer starved by its readers
+//!   leaves them the machine; each writer's achieved rate is printed;
 //! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle and
 //!   under the flood, one reader;
 //! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
@@ -76,7 +80,23 @@ struct Flood {
     handle: JoinHandle<(Box<dyn WriteSide>, usize, Duration)>,
 }
 
-fn start_flood(c: &mut Candidate) -> Flood {
+/// Default target of the paced flood, updates per second (`STORE_PACE` overrides).
+const DEFAULT_PACE: f64 = 100_000.0;
+
+/// The paced flood's target rate: `STORE_PACE` (updates/s) or [`DEFAULT_PACE`].
+fn pace() -> f64 {
+    std::env::var("STORE_PACE")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .unwrap_or(DEFAULT_PACE)
+}
+
+/// Starts the store's writer on its own thread: flat out (`pace` = `None`), or at most `pace`
+/// updates per second, in steps of [`FLOOD_BATCH`] (it sleeps while ahead of the schedule and
+/// never catches up a backlog faster than it can write: a writer that falls behind stays
+/// behind, and its achieved rate says so).
+fn start_flood(c: &mut Candidate, pace: Option<f64>) -> Flood {
     let mut writer = std::mem::replace(&mut c.writer, Box::new(Idle));
     let stop = Arc::new(AtomicBool::new(false));
     let w = workload();
@@ -85,6 +105,14 @@ fn start_flood(c: &mut Candidate) -> Flood {
         let start = Instant::now();
         let mut pos = 0;
         while !flag.load(Ordering::Relaxed) {
+            if let Some(rate) = pace {
+                let due = start + Duration::from_secs_f64(pos as f64 / rate);
+                let now = Instant::now();
+                if due > now {
+                    thread::sleep(due - now);
+                    continue;
+                }
+            }
             writer.write(&w, pos, FLOOD_BATCH);
             pos += FLOOD_BATCH;
         }
@@ -173,7 +201,7 @@ fn reads(c: &mut Criterion) {
                     .measurement_time(Duration::from_millis(1200))
                     .throughput(Throughput::Elements(1));
                 for cand in cands.iter_mut() {
-                    let running = flood.then(|| start_flood(cand));
+                    let running = flood.then(|| start_flood(cand, None));
                     let reader = cand.reader.clone();
                     g.bench_function(cand.name, |b| {
                         b.iter_custom(|iters| run_readers(&reader, readers, iters, op))
@@ -189,6 +217,43 @@ fn reads(c: &mut Criterion) {
                 }
                 g.finish();
             }
+        }
+    }
+}
+
+/// Reads beside a paced flood: every store's writer aims at the same update rate ([`pace`]),
+/// so the readers of every store share the machine with the same write work. The achieved
+/// write rate is printed per store; a store whose writer falls short of the pace by more than
+/// 5 % serves a cache that falls behind the watch (marked STALE).
+fn reads_paced(c: &mut Criterion) {
+    let rate = pace();
+    let mut cands = read_candidates().lock().unwrap();
+    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+        for readers in [1, 2] {
+            let mut g =
+                c.benchmark_group(format!("store-read-paced/{}/{readers}-reader", op.name()));
+            g.sample_size(10)
+                .warm_up_time(Duration::from_millis(300))
+                .measurement_time(Duration::from_millis(1200))
+                .throughput(Throughput::Elements(1));
+            for cand in cands.iter_mut() {
+                let f = start_flood(cand, Some(rate));
+                let reader = cand.reader.clone();
+                g.bench_function(cand.name, |b| {
+                    b.iter_custom(|iters| run_readers(&reader, readers, iters, op))
+                });
+                let got = stop_flood(cand, f);
+                eprintln!(
+                    "    (paced writer of {}: {got:.0} of {rate:.0} updates/s{})",
+                    cand.name,
+                    if got < 0.95 * rate {
+                        ", STALE: behind the pace"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            g.finish();
         }
     }
 }
@@ -232,7 +297,7 @@ fn latency(_: &mut Criterion) {
     for op in [ReadOp::Get, ReadOp::ByNamespace] {
         for cand in cands.iter_mut() {
             let idle = latency_run(&cand.reader, op);
-            let f = start_flood(cand);
+            let f = start_flood(cand, None);
             let flooded = latency_run(&cand.reader, op);
             let rate = stop_flood(cand, f);
             let (i99, f99) = (
@@ -385,5 +450,5 @@ fn write_parts(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, write_parts, writes, reads, latency);
+criterion_group!(benches, write_parts, writes, reads, reads_paced, latency);
 criterion_main!(benches);

@@ -9,16 +9,18 @@
 //! # Structure
 //!
 //! Two buffers, each a complete store: the objects in S shards of plain hash tables (keyed by
-//! the hash of `namespace/name`) and every secondary index (value → sorted set of keys) in
-//! plain hash maps. Objects, keys and index values are shared `Arc`s, so a buffer costs tables
-//! of pointers, never copies of objects. Readers use the *front* buffer, published through one
-//! `arc_swap::ArcSwap`; nothing changes it while it is published. The writer changes the
-//! *back* buffer in place, logs what it changed, publishes it with one atomic swap, and brings
-//! the old front up to date by replaying the log once no reader is left in it (left-right
-//! double buffering, without `unsafe`: see [`Writer`]). A write costs two plain hash-map
-//! updates per change (one per buffer) and one call of each index function on the old and the
-//! new object, whatever the store size. `BENCHMARKS.md` has the figures, and those of the
-//! structures tried before this one (persistent HAMTs, per-shard copy-on-write).
+//! the hash of `namespace/name`; shards get unequal shares of the hash range, so that their
+//! tables are not all just past a doubling at once, see `shard_map` in `version.rs`) and every
+//! secondary index (value → sorted set of keys) in plain hash maps. Objects, keys and index
+//! values are shared `Arc`s, so a buffer costs tables of pointers, never copies of objects.
+//! Readers use the *front* buffer, published through one `arc_swap::ArcSwap`; nothing changes
+//! it while it is published. The writer changes the *back* buffer in place, logs what it
+//! changed, publishes it with one atomic swap, and brings the old front up to date by replaying
+//! the log once no reader is left in it (left-right double buffering, without `unsafe`: see
+//! [`Writer`]). A write costs two plain hash-map updates per change (one per buffer) and one
+//! call of each index function on the old and the new object, whatever the store size.
+//! `BENCHMARKS.md` has the figures, and those of the structures tried before this one
+//! (persistent HAMTs, per-shard copy-on-write).
 //!
 //! Indexes: the built-in [`NAMESPACE_INDEX`]; [`labels_index_func`], [`owner_uid_index_func`]
 //! and [`uid_index_func`] provided; any [`IndexFunc`]. An index value whose last key goes is

@@ -30,6 +30,50 @@ type ItemTable = HashTable<(ObjectKey, Arc<Object>)>;
 /// One index: value → keys of the objects indexed under it.
 type ValueMap = hashbrown::HashMap<Arc<str>, KeySet, Hasher>;
 
+/// Keys looked up together by [`Version::get_many`].
+const LOOKUP_GROUP: usize = 16;
+
+/// Slices of the hash range that [`shard_map`] assigns to shards (a power of two).
+const SHARD_SLOTS: usize = 1024;
+
+/// Above this many shards every shard gets an equal share of the hash range (a slice of
+/// [`SHARD_SLOTS`] is then too coarse to weigh them).
+const MAX_WEIGHTED_SHARDS: usize = 256;
+
+/// Which shard each slice of the hash range goes to, for `shards` shards (1 <
+/// `shards` <= [`MAX_WEIGHTED_SHARDS`]; empty otherwise).
+///
+/// The shares are unequal on purpose: shard `i` gets a share proportional to `2^(i/shards)`,
+/// so shard sizes are spread evenly, on a log scale, over one factor of two. A hash table
+/// doubles when it passes 7/8 load, so it sits anywhere between 44 % and 88 % full depending
+/// on its size; equal shards all sit at the same point of that cycle (at 1 000 000 objects in
+/// 16 shards, all just past a doubling, at 48 %), unequal ones at every point of it at once,
+/// which holds the average near 63 % load whatever the store size.
+fn shard_map(shards: usize) -> Arc<[u16]> {
+    if shards <= 1 || shards > MAX_WEIGHTED_SHARDS {
+        return Arc::from([]);
+    }
+    let weights: Vec<f64> = (0..shards)
+        .map(|i| (i as f64 / shards as f64).exp2())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut map = Vec::with_capacity(SHARD_SLOTS);
+    let mut upto = 0.0;
+    for (i, w) in weights.iter().enumerate() {
+        upto += w;
+        // Every shard gets at least one slice; the last one takes the rest.
+        let end = if i + 1 == shards {
+            SHARD_SLOTS
+        } else {
+            ((upto / total * SHARD_SLOTS as f64).round() as usize)
+                .max(map.len() + 1)
+                .min(SHARD_SLOTS - (shards - 1 - i))
+        };
+        map.resize(end, i as u16);
+    }
+    map.into()
+}
+
 /// One buffer of the store: a complete state at one resourceVersion.
 #[derive(Clone)]
 pub(crate) struct Version {
@@ -39,6 +83,9 @@ pub(crate) struct Version {
     pub(crate) generation: u64,
     len: usize,
     hasher: Hasher,
+    /// Shard of each of the [`SHARD_SLOTS`] slices of the hash range (see [`shard_map`]);
+    /// shared by both buffers.
+    shard_map: Arc<[u16]>,
     shards: Box<[ItemTable]>,
     pub(crate) defs: Arc<[IndexDef]>,
     /// Parallel to `defs`.
@@ -101,6 +148,7 @@ impl Version {
             resource_version: 0,
             generation: 0,
             len: 0,
+            shard_map: shard_map(shards),
             shards: (0..shards).map(|_| ItemTable::new()).collect(),
             indexes: defs
                 .iter()
@@ -113,7 +161,9 @@ impl Version {
 
     /// An empty version with the same shards, hasher and indexes as `self`.
     pub(crate) fn empty_like(&self) -> Self {
-        Version::empty(self.shards.len(), self.hasher.clone(), self.defs.clone())
+        let mut v = Version::empty(self.shards.len(), self.hasher.clone(), self.defs.clone());
+        v.shard_map = self.shard_map.clone();
+        v
     }
 
     // ---- reads ------------------------------------------------------------------------------
@@ -122,13 +172,21 @@ impl Version {
         self.hasher.hash_one(key)
     }
 
-    /// Shard of a key hash: bits 25..57 scaled to the shard count. The tables use the low bits
-    /// (bucket) and the top 7 bits (tag) of the same hash, so the shard choice leaves both
-    /// uniformly spread within a shard.
+    /// Shard of a key hash: bits 47..57 pick one of [`SHARD_SLOTS`] slices of the hash range,
+    /// mapped to shards by [`shard_map`] (unequal shares, see there); above
+    /// [`MAX_WEIGHTED_SHARDS`] shards, bits 25..57 scaled to the shard count (equal shares).
+    /// The tables use the low bits (bucket) and the top 7 bits (tag) of the same hash, so the
+    /// shard choice leaves both uniformly spread within a shard.
     fn shard_of(&self, hash: u64) -> usize {
         let n = self.shards.len();
         if n == 1 {
             return 0;
+        }
+        if let Some(&s) = self
+            .shard_map
+            .get(((hash >> 47) as usize) & (SHARD_SLOTS - 1))
+        {
+            return usize::from(s);
         }
         ((((hash >> 25) & 0xFFFF_FFFF) * n as u64) >> 32) as usize
     }
@@ -187,8 +245,50 @@ impl Version {
             return Ok(Vec::new());
         };
         let mut out = Vec::with_capacity(set.len());
-        out.extend(set.iter().filter_map(|k| self.get(k.as_str()).cloned()));
+        self.get_many(set.iter(), &mut out);
         Ok(out)
+    }
+
+    /// Appends the objects stored under `keys` (in their order; keys not stored are skipped)
+    /// to `out`. Same result as calling [`Version::get`] per key, arranged for a large store
+    /// whose tables and objects are not in cache: the keys go in groups of
+    /// [`LOOKUP_GROUP`], and each step (hash every key's text, find every entry, read every
+    /// object's reference count, clone every `Arc`) is done for the whole group before the
+    /// next step, so the cache misses of one step, independent of each other, overlap instead
+    /// of waiting one after the other. The clones come last because an atomic increment
+    /// stops later loads from overtaking it.
+    fn get_many<'a>(
+        &'a self,
+        keys: impl Iterator<Item = &'a ObjectKey>,
+        out: &mut Vec<Arc<Object>>,
+    ) {
+        let mut keys = keys.peekable();
+        let mut hashes = [0u64; LOOKUP_GROUP];
+        let mut group: [Option<&ObjectKey>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
+        let mut found: [Option<&Arc<Object>>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
+        while keys.peek().is_some() {
+            let mut n = 0;
+            for (slot, key) in group.iter_mut().zip(keys.by_ref()) {
+                *slot = Some(key);
+                n += 1;
+            }
+            for (h, key) in hashes.iter_mut().zip(&group[..n]) {
+                *h = key.map_or(0, |k| self.hash(k.as_str()));
+            }
+            for ((f, key), &hash) in found.iter_mut().zip(&group[..n]).zip(&hashes) {
+                *f = key.and_then(|key| {
+                    self.shards[self.shard_of(hash)]
+                        .find(hash, |(k, _)| k == key)
+                        .map(|(_, v)| v)
+                });
+            }
+            let mut counts = 0;
+            for obj in found[..n].iter().flatten() {
+                counts += Arc::strong_count(obj);
+            }
+            std::hint::black_box(counts);
+            out.extend(found[..n].iter().flatten().map(|&obj| obj.clone()));
+        }
     }
 
     pub(crate) fn index_keys(&self, name: &str, value: &str) -> Result<Vec<ObjectKey>, StoreError> {
@@ -223,10 +323,9 @@ impl Version {
             keys.sort_unstable();
             keys.dedup();
         }
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| self.get(k.as_str()).cloned())
-            .collect())
+        let mut out = Vec::with_capacity(keys.len());
+        self.get_many(keys.into_iter(), &mut out);
+        Ok(out)
     }
 
     // ---- writes (only on a buffer no reader can reach) ---------------------------------------
@@ -360,30 +459,35 @@ impl Version {
     /// as this one.
     pub(crate) fn replay(&mut self, log: &mut Log) {
         for change in log.drain(..) {
-            match change {
-                Change::Put {
-                    hash,
-                    bucket,
-                    key,
-                    obj,
-                } => self.put_key(hash, bucket, key, obj),
-                Change::Remove { hash, bucket, key } => self.take_key(hash, bucket, &key),
-                Change::IndexAdd { index, value, key } => {
-                    let map = &mut self.indexes[index];
-                    match map.get_mut(&*value) {
-                        Some(set) => set.insert(&key),
-                        None => {
-                            map.insert(value, KeySet::One(key));
-                        }
+            self.replay_one(change);
+        }
+    }
+
+    /// Applies one change recorded on the other buffer.
+    fn replay_one(&mut self, change: Change) {
+        match change {
+            Change::Put {
+                hash,
+                bucket,
+                key,
+                obj,
+            } => self.put_key(hash, bucket, key, obj),
+            Change::Remove { hash, bucket, key } => self.take_key(hash, bucket, &key),
+            Change::IndexAdd { index, value, key } => {
+                let map = &mut self.indexes[index];
+                match map.get_mut(&*value) {
+                    Some(set) => set.insert(&key),
+                    None => {
+                        map.insert(value, KeySet::One(key));
                     }
                 }
-                Change::IndexRemove { index, value, key } => {
-                    let map = &mut self.indexes[index];
-                    if let Some(set) = map.get_mut(&*value)
-                        && set.remove(&key)
-                    {
-                        map.remove(&*value);
-                    }
+            }
+            Change::IndexRemove { index, value, key } => {
+                let map = &mut self.indexes[index];
+                if let Some(set) = map.get_mut(&*value)
+                    && set.remove(&key)
+                {
+                    map.remove(&*value);
                 }
             }
         }
@@ -629,4 +733,32 @@ fn call(
             key: key(),
             source,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_map_gives_every_shard_a_growing_share() {
+        assert!(shard_map(1).is_empty());
+        assert!(shard_map(MAX_WEIGHTED_SHARDS + 1).is_empty());
+        for shards in 2..=MAX_WEIGHTED_SHARDS {
+            let map = shard_map(shards);
+            assert_eq!(map.len(), SHARD_SLOTS);
+            let mut share = vec![0usize; shards];
+            for w in map.windows(2) {
+                assert!(w[0] <= w[1], "{shards} shards: slices in shard order");
+            }
+            for &s in map.iter() {
+                share[usize::from(s)] += 1;
+            }
+            assert!(share.iter().all(|&n| n > 0), "{shards} shards: {share:?}");
+            if shards <= 32 {
+                // Largest share about twice the smallest (2^((n-1)/n), rounded to slices).
+                let (lo, hi) = (share[0] as f64, share[shards - 1] as f64);
+                assert!(hi / lo > 1.4 && hi / lo < 2.3, "{shards} shards: {share:?}");
+            }
+        }
+    }
 }
