@@ -258,7 +258,11 @@ fn flood_records_and_replay_verifies() {
     let cycles: u64 = kinds.iter().map(|k| k["cycles"].as_u64().unwrap()).sum();
     assert_eq!(cycles, injected, "{f}");
     assert!(v["backoffs"].as_u64().unwrap() >= 1);
-    assert!(v["time"]["backoff_seconds"].as_f64().unwrap() > 0.0, "{}", v["time"]);
+    assert!(
+        v["time"]["backoff_seconds"].as_f64().unwrap() > 0.0,
+        "{}",
+        v["time"]
+    );
     assert!(f["fired"].as_u64().unwrap() >= f["injected"].as_u64().unwrap());
     assert_eq!(f["pending"], 0);
     let per = v["per_handler"].as_array().unwrap();
