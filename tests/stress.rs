@@ -178,7 +178,7 @@ fn ten_million_events_large() {
         "--fault-retry-after",
         "0",
         "--history-window",
-        "100000",
+        "50000",
     ]);
     check(&v, 10_000_000, 64, 4, 100_000, 20_000);
 }
@@ -214,7 +214,7 @@ fn json_mixed_sizes_large() {
         "--fault-retry-after",
         "0",
         "--history-window",
-        "50000",
+        "20000",
     ]);
     check(&v, 2_000_000, 16, 2, 20_000, 10_000);
 }
