@@ -246,10 +246,23 @@ fn flood_records_and_replay_verifies() {
     assert_eq!(v["format"], "Json");
     assert!(v["store_lag_max"].as_u64().is_some());
     assert!(v["relists"].as_u64().unwrap() >= 1);
-    // A fault every 1 000 events once the previous one fired (a list fault takes a relist,
-    // and with it some thousand events, to fire).
+    // A fault every 1 000 events: the flood waits for a fault to fire rather than run 1 000
+    // events past it (plus at most one generator step of 256 events).
     let f = &v["faults"];
-    assert!(f["injected"].as_u64().unwrap() >= 2, "{f}");
+    let injected = f["injected"].as_u64().unwrap();
+    assert!(injected >= 20000 / (1000 + 256), "{f}");
+    // Where the time went: every injected fault's cycle is charged to its kind, and the
+    // reflector's backoff waits are summed.
+    let kinds = f["per_kind"].as_array().unwrap();
+    assert_eq!(kinds.len(), 18);
+    let cycles: u64 = kinds.iter().map(|k| k["cycles"].as_u64().unwrap()).sum();
+    assert_eq!(cycles, injected, "{f}");
+    assert!(v["backoffs"].as_u64().unwrap() >= 1);
+    assert!(
+        v["time"]["backoff_seconds"].as_f64().unwrap() > 0.0,
+        "{}",
+        v["time"]
+    );
     assert!(f["fired"].as_u64().unwrap() >= f["injected"].as_u64().unwrap());
     assert_eq!(f["pending"], 0);
     let per = v["per_handler"].as_array().unwrap();

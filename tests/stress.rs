@@ -27,20 +27,31 @@ fn flood(args: &[&str]) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!(
         "flood {args:?}: {:.1} s wall, {:.0} events/s, peak RSS {:.0} MiB, max pending {}, \
-         store lag max {}, relists {}, faults {}",
+         store lag max {}, relists {}, faults {} injected / {} fired ({} of {} kinds); \
+         waits: backoff {:.1} s, Retry-After {:.1} s, flow control {:.1} s",
         took.as_secs_f64(),
         v["events_per_second"].as_f64().unwrap(),
         v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
         v["max_pending"],
         v["store_lag_max"],
         v["relists"],
-        v["faults"]
+        v["faults"]["injected"],
+        v["faults"]["fired"],
+        v["faults"]["kinds_fired"],
+        v["faults"]["kinds"],
+        v["time"]["backoff_seconds"].as_f64().unwrap_or(0.0),
+        v["time"]["retry_after_extra_seconds"]
+            .as_f64()
+            .unwrap_or(0.0),
+        v["time"]["flow_control_wait_seconds"]
+            .as_f64()
+            .unwrap_or(0.0),
     );
     v
 }
 
-/// What every stress run must show.
-fn check(v: &serde_json::Value, events: u64, handlers: u64, slow: u64, objects: u64) {
+/// What every stress run must show (`every`: its `--fault-every`).
+fn check(v: &serde_json::Value, events: u64, handlers: u64, slow: u64, objects: u64, every: u64) {
     assert_eq!(v["verified"], true, "{:#}", v["problems"]);
     assert_eq!(v["events"].as_u64().unwrap(), events);
     assert_eq!(v["panics"], 0);
@@ -55,6 +66,19 @@ fn check(v: &serde_json::Value, events: u64, handlers: u64, slow: u64, objects: 
     assert_eq!(f["pending"], 0, "{f}");
     assert_eq!(f["kinds_fired"], f["kinds"], "{f}");
     assert!(f["fired"].as_u64().unwrap() >= f["injected"].as_u64().unwrap());
+    // The flood waits for a fault to fire before running `every` events past it, so faults
+    // come every `every` events (plus at most one generator step of 256 events) whatever the
+    // recoveries cost, and each kind's cycles are accounted for.
+    assert!(
+        f["injected"].as_u64().unwrap() >= events / (every + 256),
+        "{f}"
+    );
+    let kinds = f["per_kind"].as_array().unwrap();
+    assert_eq!(kinds.len() as u64, f["kinds"].as_u64().unwrap());
+    assert!(
+        kinds.iter().all(|k| k["cycles"].as_u64().unwrap() >= 1),
+        "{f}"
+    );
     // Faults make the reflector relist: the run went through recoveries, not around them.
     assert!(v["relists"].as_u64().unwrap() >= 1, "{v}");
     // Memory: the coalescing policy keeps at most one pending notification per key, and keys
@@ -69,6 +93,18 @@ fn check(v: &serde_json::Value, events: u64, handlers: u64, slow: u64, objects: 
         );
     }
 }
+
+// FAULT_WAITS: the stress runs fire hundreds of faults, and with client-go's waits each
+// recovery would sit idle for most of its time (measured in BENCHMARKS.md, "Stress runs").
+// They keep the reflector's rules and shorten only the waits that are parameters: a backoff
+// capped at 10 ms (`--backoff-max`, first backoff 10 ms), 429 and too-large answers without
+// `retryAfterSeconds` (`--fault-retry-after 0`: the reflector then waits its backoff only; the
+// 1 s Retry-After itself is covered by tests/reflector.rs), and a simulator history window
+// wide enough that flow control does not hold the flood while the reflector relists or waits
+// out a stalled stream (`--history-window`; not much wider: the further the reflector may fall
+// behind, the more deleted keys a slow handler holds on top of the live ones, and at 50 000
+// the pending bound below was exceeded). The stall still lasts until the reflector's own
+// deadline (the 1 s minimum watch timeout).
 
 /// The default stress run: 1 000 000 events over 10 000 objects (the real 1.6 KB etcd Pod; the
 /// mixed sizes are in the large JSON run), 16 handlers of which 2 spend 20 µs per notification, a fault every 5 000
@@ -96,8 +132,16 @@ fn million_events_with_faults_and_slow_handlers() {
         "5000",
         "--seed",
         "7",
+        // Short fault waits (see FAULT_WAITS) and room for the flood to go on while the
+        // reflector relists or sits on a stalled stream.
+        "--backoff-max",
+        "0.01",
+        "--fault-retry-after",
+        "0",
+        "--history-window",
+        "20000",
     ]);
-    check(&v, 1_000_000, 16, 2, 10_000);
+    check(&v, 1_000_000, 16, 2, 10_000, 5_000);
     assert!(
         v["peak_rss_bytes"].as_u64().unwrap() < 1536 * 1024 * 1024,
         "{}",
@@ -129,8 +173,14 @@ fn ten_million_events_large() {
         "20000",
         "--seed",
         "11",
+        "--backoff-max",
+        "0.01",
+        "--fault-retry-after",
+        "0",
+        "--history-window",
+        "50000",
     ]);
-    check(&v, 10_000_000, 64, 4, 100_000);
+    check(&v, 10_000_000, 64, 4, 100_000, 20_000);
 }
 
 /// The JSON path at scale: 2 000 000 events over the nine JSON Pod fixtures (1.5–33 KB), 16
@@ -159,6 +209,12 @@ fn json_mixed_sizes_large() {
         "coalesce",
         "--fault-every",
         "10000",
+        "--backoff-max",
+        "0.01",
+        "--fault-retry-after",
+        "0",
+        "--history-window",
+        "20000",
     ]);
-    check(&v, 2_000_000, 16, 2, 20_000);
+    check(&v, 2_000_000, 16, 2, 20_000, 10_000);
 }

@@ -19,7 +19,9 @@ use informer::object::{
 };
 use informer::reflector::{ListOptions, ListerWatcher, ReflectorConfig};
 use informer::server::{ServerConfig, ServerHandle, serve};
-use informer::sim::{Fault, FloodMix, SimConfig, SimServer, StreamFault, Truth, diff_views};
+use informer::sim::{
+    ErrorAnswer, Fault, FloodMix, SimConfig, SimServer, StreamFault, Truth, diff_views,
+};
 use informer::store::StoreConfig;
 use informer::trace::{
     RecordingListerWatcher, ReplayListerWatcher, TraceReader, TraceWriter, expected_state,
@@ -121,9 +123,18 @@ pub(crate) struct FloodArgs {
     /// too-large, too-large-legacy, refused; stream close, 410, corrupt, oversized, stall,
     /// reset), each list or watch fault followed by a stream fault that makes the reflector
     /// list or watch again so that it fires. A fault is injected only once the previous one
-    /// fired. Needs the simulator in this process (not `--server`).
+    /// fired, and the flood waits for that (at most 60 s) rather than run more than this many
+    /// events past a fault that has not fired: faults come every this many events however long
+    /// recoveries take. Needs the simulator in this process (not `--server`).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     fault_every: Option<u64>,
+    /// `retryAfterSeconds` of the 429 answers that `--fault-every` injects (the catalogue's
+    /// `list:429:1` and `watch:429:1`) and of the simulator's too-large answers (default 1, as
+    /// API servers send). 0 sends none, which client-go takes as no suggestion: the reflector
+    /// waits its own backoff only. A stress run's knob: whole seconds of waiting per fault add
+    /// up over hundreds of faults.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    fault_retry_after: Option<u32>,
     /// Reflector watch timeout in seconds (client-go's 5 min by default; 1 s with
     /// `--fault-every`, so that a stalled stream costs at most 2 s).
     #[arg(long, value_parser = parse_seconds)]
@@ -645,7 +656,8 @@ fn build_sim(args: &FloodArgs) -> Result<(SimServer, Option<Vec<Object>>), Strin
         .flow_control(true)
         .update_template(args.template.update_template())
         .extra_labels(args.labels)
-        .extra_annotations(args.annotations);
+        .extra_annotations(args.annotations)
+        .too_large_retry_after(args.fault_retry_after.unwrap_or(1));
     let sim = SimServer::new(args.sim.apply(base)).map_err(|e| e.to_string())?;
     args.sim.arm(&sim);
     Ok((sim, twins))
@@ -882,7 +894,104 @@ fn print_report(title: &str, report: &serde_json::Value, as_json: bool) {
     }
 }
 
-/// Injects the simulator's one-shot faults in turn, each with what makes it fire.
+/// The faults `--fault-every` cycles through: [`Fault::catalogue`], with `retry_after` (if
+/// given) as the `retryAfterSeconds` of its 429 answers.
+fn fault_catalogue(retry_after: Option<u32>) -> Vec<Fault> {
+    let with = |a: ErrorAnswer| match (a, retry_after) {
+        (ErrorAnswer::TooManyRequests { .. }, Some(secs)) => ErrorAnswer::TooManyRequests {
+            retry_after_seconds: secs,
+        },
+        _ => a,
+    };
+    Fault::catalogue()
+        .into_iter()
+        .map(|f| match f {
+            Fault::List(a) => Fault::List(with(a)),
+            Fault::Watch(a) => Fault::Watch(with(a)),
+            Fault::Stream { .. } => f,
+        })
+        .collect()
+}
+
+/// Counters whose growth during a fault's cycle is charged to that fault's kind.
+#[derive(Clone, Copy, Debug, Default)]
+struct WaitCounters {
+    /// `SimStats::flood_wait_us`: the generator held back by flow control.
+    flood_wait_us: u64,
+    /// `ReflectorStats::backoff_wait_us`.
+    backoff_us: u64,
+    /// `ReflectorStats::retry_after_extra_us`.
+    retry_after_us: u64,
+    /// `ReflectorStats::watch_timeouts`: stalled streams the reflector's deadline ended.
+    watch_timeouts: u64,
+    /// `ReflectorStats::relists`.
+    relists: u64,
+    /// `ReflectorStats::backoffs`.
+    backoffs: u64,
+}
+
+impl WaitCounters {
+    fn read<L: ListerWatcher>(sim: &informer::sim::SimStats, informer: &Informer<L>) -> Self {
+        let r = informer
+            .reflector_metrics()
+            .map(|m| m.snapshot())
+            .unwrap_or_default();
+        WaitCounters {
+            flood_wait_us: sim.flood_wait_us,
+            backoff_us: r.backoff_wait_us,
+            retry_after_us: r.retry_after_extra_us,
+            watch_timeouts: r.watch_timeouts,
+            relists: r.relists,
+            backoffs: r.backoffs,
+        }
+    }
+
+    fn since(self, before: WaitCounters) -> WaitCounters {
+        WaitCounters {
+            flood_wait_us: self.flood_wait_us.saturating_sub(before.flood_wait_us),
+            backoff_us: self.backoff_us.saturating_sub(before.backoff_us),
+            retry_after_us: self.retry_after_us.saturating_sub(before.retry_after_us),
+            watch_timeouts: self.watch_timeouts.saturating_sub(before.watch_timeouts),
+            relists: self.relists.saturating_sub(before.relists),
+            backoffs: self.backoffs.saturating_sub(before.backoffs),
+        }
+    }
+
+    fn add(&mut self, d: WaitCounters) {
+        self.flood_wait_us += d.flood_wait_us;
+        self.backoff_us += d.backoff_us;
+        self.retry_after_us += d.retry_after_us;
+        self.watch_timeouts += d.watch_timeouts;
+        self.relists += d.relists;
+        self.backoffs += d.backoffs;
+    }
+}
+
+/// Where the wall time of one fault kind's cycles went (a cycle runs from the fault's
+/// injection to the next fault's injection, or to the end of the run).
+#[derive(Clone, Copy, Debug, Default)]
+struct KindTimes {
+    cycles: u64,
+    /// Wall time of the cycles, microseconds.
+    cycle_us: u64,
+    /// Injection to firing (as the generator saw it, at step granularity), microseconds.
+    fire_us: u64,
+    /// Events the generator made during the cycles.
+    events: u64,
+    waits: WaitCounters,
+}
+
+/// The fault being waited for or recovered from.
+struct Cycle {
+    kind: usize,
+    started: Instant,
+    fired: Option<Duration>,
+    made_at_start: u64,
+    base: WaitCounters,
+}
+
+/// Injects the simulator's one-shot faults in turn, each with what makes it fire, and charges
+/// the wall time until the next injection to the fault's kind.
 struct FaultDriver {
     every: u64,
     next_at: u64,
@@ -891,27 +1000,65 @@ struct FaultDriver {
     injected: u64,
     /// Kinds injected (each fired once the next one is injected or at the end).
     kinds_injected: std::collections::BTreeSet<String>,
+    /// Per catalogue entry.
+    times: Vec<KindTimes>,
+    current: Option<Cycle>,
 }
 
 impl FaultDriver {
-    fn new(every: u64) -> Self {
+    fn new(every: u64, catalogue: Vec<Fault>) -> Self {
         FaultDriver {
             every,
             next_at: every,
-            catalogue: Fault::catalogue(),
+            times: vec![KindTimes::default(); catalogue.len()],
+            catalogue,
             next: 0,
             injected: 0,
             kinds_injected: Default::default(),
+            current: None,
+        }
+    }
+
+    /// Closes the current cycle at `made` events.
+    fn close<L: ListerWatcher>(
+        &mut self,
+        st: &informer::sim::SimStats,
+        informer: &Informer<L>,
+        made: u64,
+    ) {
+        if let Some(c) = self.current.take() {
+            let t = &mut self.times[c.kind];
+            let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+            t.cycles += 1;
+            t.cycle_us += us(c.started.elapsed());
+            t.fire_us += us(c.fired.unwrap_or_else(|| c.started.elapsed()));
+            t.events += made - c.made_at_start;
+            t.waits.add(WaitCounters::read(st, informer).since(c.base));
         }
     }
 
     /// After `made` events: injects the next fault when due and the previous ones fired.
-    fn tick(&mut self, sim: &SimServer, made: u64) {
-        if made < self.next_at || sim.stats().faults_pending > 0 {
+    fn tick<L: ListerWatcher>(&mut self, sim: &SimServer, informer: &Informer<L>, made: u64) {
+        let st = sim.stats();
+        if let Some(c) = self.current.as_mut().filter(|c| c.fired.is_none())
+            && st.faults_pending == 0
+        {
+            c.fired = Some(c.started.elapsed());
+        }
+        if made < self.next_at || st.faults_pending > 0 {
             return;
         }
-        let fault = self.catalogue[self.next % self.catalogue.len()];
+        self.close(&st, informer, made);
+        let kind = self.next % self.catalogue.len();
+        let fault = self.catalogue[kind];
         self.next += 1;
+        self.current = Some(Cycle {
+            kind,
+            started: Instant::now(),
+            fired: None,
+            made_at_start: made,
+            base: WaitCounters::read(&st, informer),
+        });
         sim.inject(fault);
         // A list or watch fault waits for the next list or watch: make the reflector ask.
         match fault {
@@ -919,8 +1066,10 @@ impl FaultDriver {
                 after_events: 0,
                 action: StreamFault::Expired,
             }),
+            // After one event: a watch closed with none within 1 s is a "very short watch"
+            // that the reflector answers with a relist, which the watch fault never sees.
             Fault::Watch(_) => sim.inject(Fault::Stream {
-                after_events: 0,
+                after_events: 1,
                 action: StreamFault::Close,
             }),
             Fault::Stream { .. } => {}
@@ -928,6 +1077,36 @@ impl FaultDriver {
         self.injected += 1;
         self.kinds_injected.insert(fault.to_string());
         self.next_at = made + self.every;
+    }
+
+    /// Whether the next fault is due at `made` events (it is injected once the previous one
+    /// fired).
+    fn due(&self, made: u64) -> bool {
+        made >= self.next_at
+    }
+
+    /// The per-kind breakdown, in catalogue order.
+    fn breakdown(&self) -> Vec<serde_json::Value> {
+        let s = |us: u64| us as f64 / 1e6;
+        self.catalogue
+            .iter()
+            .zip(&self.times)
+            .map(|(f, t)| {
+                json!({
+                    "kind": f.to_string(),
+                    "cycles": t.cycles,
+                    "events": t.events,
+                    "cycle_seconds": s(t.cycle_us),
+                    "fire_seconds": s(t.fire_us),
+                    "flow_control_wait_seconds": s(t.waits.flood_wait_us),
+                    "backoff_seconds": s(t.waits.backoff_us),
+                    "retry_after_extra_seconds": s(t.waits.retry_after_us),
+                    "backoffs": t.waits.backoffs,
+                    "watch_timeouts": t.waits.watch_timeouts,
+                    "relists": t.waits.relists,
+                })
+            })
+            .collect()
     }
 }
 
@@ -991,7 +1170,9 @@ fn run_pipeline<L: ListerWatcher>(
 
     // The flood: a step at a time, recording when each step's changes exist on the server.
     let store = informer.store();
-    let mut faults = args.fault_every.map(FaultDriver::new);
+    let mut faults = args
+        .fault_every
+        .map(|every| FaultDriver::new(every, fault_catalogue(args.fault_retry_after)));
     let flood_start = Instant::now();
     let first_rv = runtime.block_on(source.resource_version())? + 1;
     clock.first_rv.store(first_rv, Ordering::Release);
@@ -1007,7 +1188,17 @@ fn run_pipeline<L: ListerWatcher>(
             made += n;
             lag_max = lag_max.max(rv.saturating_sub(store.resource_version()));
             if let (Some(f), Source::Local(sim)) = (faults.as_mut(), &source) {
-                f.tick(sim, made);
+                f.tick(sim, &informer, made);
+                // Pacing: the flood runs at most `every` events past a fault that has not
+                // fired, so that faults come every `every` events however long recoveries
+                // take (a fault that never fires holds it back for at most 60 s).
+                if f.due(made) {
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while sim.stats().faults_pending > 0 && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    f.tick(sim, &informer, made);
+                }
             }
             if let Some(rate) = args.rate {
                 let due = Duration::from_secs_f64(made as f64 / rate as f64);
@@ -1035,15 +1226,24 @@ fn run_pipeline<L: ListerWatcher>(
     if let (Source::Local(sim), Some(_)) = (&source, &faults) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while sim.stats().faults_pending > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
+    let faults_settled = flood_start.elapsed();
 
     // Wait until the store reflects the server's last change and every handler caught up.
     let target = runtime.block_on(source.resource_version())?;
     let caught_up = store.wait_for_blocking(target, Duration::from_secs(120));
+    let store_caught_up = flood_start.elapsed();
     informer.flush();
     let elapsed = flood_start.elapsed();
+    if let (Some(f), Source::Local(sim)) = (faults.as_mut(), &source) {
+        f.close(&sim.stats(), &informer, made);
+    }
+    let run_waits = match &source {
+        Source::Local(sim) => WaitCounters::read(&sim.stats(), &informer),
+        Source::Remote(_) => WaitCounters::default(),
+    };
     bar.finish_and_clear();
 
     if caught_up.is_err() {
@@ -1083,6 +1283,21 @@ fn run_pipeline<L: ListerWatcher>(
         json!(list_done.as_secs_f64()),
     );
     r.insert("generate_seconds".into(), json!(generated.as_secs_f64()));
+    // Where the wall time after the flood's start went: generating (flow-control waits
+    // included), waiting for the last faults to fire, the store catching up, the handlers
+    // draining; and the waits inside the run.
+    r.insert(
+        "time".into(),
+        json!({
+            "generate_seconds": generated.as_secs_f64(),
+            "last_faults_seconds": (faults_settled - generated).as_secs_f64(),
+            "store_catch_up_seconds": (store_caught_up - faults_settled).as_secs_f64(),
+            "handler_drain_seconds": (elapsed - store_caught_up).as_secs_f64(),
+            "flow_control_wait_seconds": run_waits.flood_wait_us as f64 / 1e6,
+            "backoff_seconds": run_waits.backoff_us as f64 / 1e6,
+            "retry_after_extra_seconds": run_waits.retry_after_us as f64 / 1e6,
+        }),
+    );
     r.insert("store_lag_max".into(), json!(lag_max));
     r.insert("policy".into(), json!(format!("{:?}", args.policy)));
     r.insert("slow_handlers".into(), json!(args.slow_handlers));
@@ -1103,6 +1318,7 @@ fn run_pipeline<L: ListerWatcher>(
                 "kinds": f.catalogue.len(),
                 "kinds_fired": if st.faults_pending == 0 { f.kinds_injected.len() } else { f.kinds_injected.len().saturating_sub(1) },
                 "kinds_list": f.kinds_injected.iter().collect::<Vec<_>>(),
+                "per_kind": f.breakdown(),
             }),
         );
     }

@@ -37,6 +37,12 @@ pub struct ReflectorMetrics {
     pub errors: AtomicU64,
     /// Backoff waits started.
     pub backoffs: AtomicU64,
+    /// Total length of the backoff waits started, jitter and `retryAfterSeconds` included, in
+    /// microseconds: how much of a run's wall time the reflector spent waiting to retry.
+    pub backoff_wait_us: AtomicU64,
+    /// The part of [`ReflectorMetrics::backoff_wait_us`] that a `retryAfterSeconds` added
+    /// beyond the backoff delay itself (429 answers), in microseconds.
+    pub retry_after_extra_us: AtomicU64,
     /// Gauge: the last resourceVersion delivered to the store (numeric; 0 when not numeric or
     /// none yet). Never decreases.
     pub last_resource_version: AtomicU64,
@@ -81,6 +87,10 @@ pub struct ReflectorStats {
     pub errors: u64,
     /// Backoff waits started.
     pub backoffs: u64,
+    /// Total length of the backoff waits started, microseconds.
+    pub backoff_wait_us: u64,
+    /// Part of `backoff_wait_us` added by `retryAfterSeconds`, microseconds.
+    pub retry_after_extra_us: u64,
     /// Last resourceVersion delivered (numeric, 0 if none or not numeric).
     pub last_resource_version: u64,
     /// Pre-jitter delay of the next backoff, milliseconds.
@@ -111,6 +121,8 @@ impl ReflectorMetrics {
             watch_bytes: r(&self.watch_bytes),
             errors: r(&self.errors),
             backoffs: r(&self.backoffs),
+            backoff_wait_us: r(&self.backoff_wait_us),
+            retry_after_extra_us: r(&self.retry_after_extra_us),
             last_resource_version: r(&self.last_resource_version),
             backoff_ms: r(&self.backoff_ms),
             last_backoff_ms: r(&self.last_backoff_ms),

@@ -291,11 +291,16 @@ impl<L: ListerWatcher> Reflector<L> {
 
     /// Waits for the backoff (at least `at_least`), then goes on with `then`.
     fn backoff_then(&mut self, then: State<L::Body>, at_least: Option<Duration>) -> State<L::Body> {
-        let mut delay = self.backoff.failure();
-        if let Some(min) = at_least {
-            delay = delay.max(min);
-        }
+        let backoff = self.backoff.failure();
+        let delay = at_least.map_or(backoff, |min| backoff.max(min));
         ReflectorMetrics::inc(&self.metrics.backoffs);
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.metrics
+            .backoff_wait_us
+            .fetch_add(us(delay), Ordering::Relaxed);
+        self.metrics
+            .retry_after_extra_us
+            .fetch_add(us(delay - backoff), Ordering::Relaxed);
         self.metrics
             .backoff_ms
             .store(self.backoff.current().as_millis() as u64, Ordering::Relaxed);

@@ -100,6 +100,10 @@ pub struct SimConfig {
     /// off, such watches are rejected with 422 Invalid, as by a server without the WatchList
     /// feature.
     pub watch_list: bool,
+    /// `retryAfterSeconds` of the server's 504 too-large answers (a resourceVersion it has not
+    /// reached), injected or not (default 1, what API servers send since 1.17; 0 sends none,
+    /// which clients take as no suggestion: a stress run's knob to keep its fault waits short).
+    pub too_large_retry_after: u32,
     /// Standing fault: every watch stream ends cleanly after sending this many
     /// ADDED/MODIFIED/DELETED events (initial ones included; bookmarks not counted). Default
     /// none. With a streaming list larger than this, the stream never reaches its end bookmark.
@@ -152,6 +156,7 @@ impl SimConfig {
             snapshot_cache: 16,
             continue_ttl: None,
             watch_list: true,
+            too_large_retry_after: 1,
             watch_close_after: None,
             list_lag: 0,
             request_log: 1024,
@@ -285,6 +290,13 @@ impl SimConfig {
     #[must_use]
     pub fn watch_list(mut self, on: bool) -> Self {
         self.watch_list = on;
+        self
+    }
+
+    /// Sets [`SimConfig::too_large_retry_after`] (seconds).
+    #[must_use]
+    pub fn too_large_retry_after(mut self, seconds: u32) -> Self {
+        self.too_large_retry_after = seconds;
         self
     }
 

@@ -41,20 +41,30 @@ pub enum ErrorAnswer {
 }
 
 impl ErrorAnswer {
-    /// The error a client sees, for a request at `requested` on a server at `current`.
-    pub(crate) fn to_error(self, requested: u64, current: u64, oldest: u64) -> ApiError {
+    /// The error a client sees, for a request at `requested` on a server at `current`
+    /// (`too_large_retry_after`: see [`super::SimConfig::too_large_retry_after`]).
+    pub(crate) fn to_error(
+        self,
+        requested: u64,
+        current: u64,
+        oldest: u64,
+        too_large_retry_after: u32,
+    ) -> ApiError {
         match self {
             ErrorAnswer::Expired => ApiError::Status(status::too_old(requested, oldest)),
             ErrorAnswer::TooManyRequests {
                 retry_after_seconds,
             } => ApiError::Status(status::too_many_requests(retry_after_seconds)),
             ErrorAnswer::InternalError => ApiError::Status(status::internal_error()),
-            ErrorAnswer::TooLarge => {
-                ApiError::Status(status::too_large(requested.max(current + 1), current))
-            }
+            ErrorAnswer::TooLarge => ApiError::Status(status::too_large(
+                requested.max(current + 1),
+                current,
+                too_large_retry_after,
+            )),
             ErrorAnswer::TooLargeLegacy => ApiError::Status(status::too_large_legacy(
                 requested.max(current + 1),
                 current,
+                too_large_retry_after,
             )),
             ErrorAnswer::ConnectionRefused => ApiError::connection_refused(
                 "dial tcp 127.0.0.1:6443: connect: connection refused (simulated)",
@@ -62,9 +72,10 @@ impl ErrorAnswer {
         }
     }
 
-    /// The `Status` of this answer, `None` for [`ErrorAnswer::ConnectionRefused`].
+    /// The `Status` of this answer, `None` for [`ErrorAnswer::ConnectionRefused`] (too-large
+    /// answers with the default `retryAfterSeconds: 1`).
     pub fn status(self, requested: u64, current: u64, oldest: u64) -> Option<ApiStatus> {
-        match self.to_error(requested, current, oldest) {
+        match self.to_error(requested, current, oldest, 1) {
             ApiError::Status(s) => Some(s),
             _ => None,
         }
@@ -372,6 +383,23 @@ mod tests {
         };
         assert_eq!(delayed.to_string(), "stream:oversized=100@7");
         assert_eq!("stream:oversized=100@7".parse(), Ok(delayed));
+    }
+
+    #[test]
+    fn too_large_answers_carry_the_configured_retry_after() {
+        for answer in [ErrorAnswer::TooLarge, ErrorAnswer::TooLargeLegacy] {
+            let retry = |secs| match answer.to_error(9, 5, 1, secs) {
+                ApiError::Status(s) => (s.code, s.retry_after_seconds),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(retry(1), (504, Some(1)), "{answer}");
+            assert_eq!(retry(3), (504, Some(3)), "{answer}");
+            assert_eq!(retry(0), (504, None), "{answer}");
+            assert_eq!(
+                answer.status(9, 5, 1).map(|s| s.retry_after_seconds),
+                Some(Some(1))
+            );
+        }
     }
 
     #[test]

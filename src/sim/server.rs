@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) progress: Notify,
     /// Flood drivers waiting on `progress`.
     pub(crate) producers_waiting: AtomicUsize,
+    /// Total time flood drivers spent waiting for watchers, microseconds.
+    pub(crate) flood_wait_us: AtomicU64,
     /// Time origin of `continue` tokens.
     pub(crate) epoch: Instant,
     /// Counter for per-watch random seeds (chunk cuts).
@@ -191,6 +193,9 @@ pub struct SimStats {
     pub faults_pending: usize,
     /// Injected faults that fired.
     pub faults_fired: u64,
+    /// Total time [`SimServer::flood`] waited for a lagging watcher (flow control), in
+    /// microseconds.
+    pub flood_wait_us: u64,
 }
 
 impl fmt::Debug for SimServer {
@@ -226,6 +231,7 @@ impl SimServer {
                 rv_tx,
                 progress: Notify::new(),
                 producers_waiting: AtomicUsize::new(0),
+                flood_wait_us: AtomicU64::new(0),
                 epoch: Instant::now(),
                 watches_opened: AtomicU64::new(0),
                 stream_faults: AtomicUsize::new(0),
@@ -289,6 +295,7 @@ impl SimServer {
             watchers: st.watcher_count(),
             faults_pending: st.faults.pending(),
             faults_fired: st.faults.fired,
+            flood_wait_us: self.shared.flood_wait_us.load(Ordering::Relaxed),
         }
     }
 
@@ -322,7 +329,12 @@ impl SimServer {
     fn answer(&self, answer: ErrorAnswer, requested: &str) -> ApiError {
         let st = self.shared.lock();
         let requested = parse_resource_version(requested).unwrap_or(st.rv);
-        answer.to_error(requested, st.rv, st.compacted + 1)
+        answer.to_error(
+            requested,
+            st.rv,
+            st.compacted + 1,
+            self.shared.cfg.too_large_retry_after,
+        )
     }
 
     fn log(&self, kind: RequestKind, at: std::time::Duration, answer: Result<u64, ApiError>) {
@@ -470,6 +482,7 @@ impl SimServer {
         let shared = &self.shared;
         shared.producers_waiting.fetch_add(1, Ordering::SeqCst);
         let window = shared.cfg.history_window as u64;
+        let start = Instant::now();
         loop {
             let notified = shared.progress.notified();
             tokio::pin!(notified);
@@ -489,6 +502,8 @@ impl SimServer {
             }
         }
         shared.producers_waiting.fetch_sub(1, Ordering::SeqCst);
+        let waited = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        shared.flood_wait_us.fetch_add(waited, Ordering::Relaxed);
     }
 
     /// Serves one list page (see [`ListerWatcher::list`]) and the resourceVersion it is at.
@@ -553,7 +568,11 @@ impl SimServer {
                 let mut st = shared.lock();
                 match requested {
                     Some(r) if r > st.rv => {
-                        return Err(ApiError::Status(status::too_large(r, st.rv)));
+                        return Err(ApiError::Status(status::too_large(
+                            r,
+                            st.rv,
+                            cfg.too_large_retry_after,
+                        )));
                     }
                     Some(r) if exact => {
                         let items = st.items_at(cfg, r).ok_or_else(|| {

@@ -40,14 +40,14 @@ pub(crate) fn continue_expired() -> ApiStatus {
 
 /// 504 Timeout with cause `ResourceVersionTooLarge`: a resourceVersion the server has not
 /// reached.
-pub(crate) fn too_large(requested: u64, current: u64) -> ApiStatus {
+pub(crate) fn too_large(requested: u64, current: u64, retry_after: u32) -> ApiStatus {
     let mut s = failure(
         504,
         "Timeout",
         format!("Too large resource version: {requested}, current: {current}"),
     );
     s.cause_reasons.push("ResourceVersionTooLarge".to_owned());
-    s.retry_after_seconds = Some(1);
+    s.retry_after_seconds = retry_after_seconds(retry_after);
     s
 }
 
@@ -71,14 +71,19 @@ pub(crate) fn invalid(message: impl Into<String>) -> ApiStatus {
 
 /// 504 Timeout saying `Too large resource version` without the `ResourceVersionTooLarge` cause
 /// type, as servers 1.17.0–1.18.5 answered (the cause there carried only a message).
-pub(crate) fn too_large_legacy(requested: u64, current: u64) -> ApiStatus {
+pub(crate) fn too_large_legacy(requested: u64, current: u64, retry_after: u32) -> ApiStatus {
     let mut s = failure(
         504,
         "Timeout",
         format!("Too large resource version: {requested}, current: {current}"),
     );
-    s.retry_after_seconds = Some(1);
+    s.retry_after_seconds = retry_after_seconds(retry_after);
     s
+}
+
+/// `details.retryAfterSeconds` for `secs` (none for 0: no suggestion).
+fn retry_after_seconds(secs: u32) -> Option<i32> {
+    (secs > 0).then(|| i32::try_from(secs).unwrap_or(i32::MAX))
 }
 
 /// 429 TooManyRequests as a client sees it (API Priority and Fairness answers with a

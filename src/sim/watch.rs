@@ -176,7 +176,7 @@ impl SimWatch {
         let rng = SimRng::new(mix(cfg.seed ^ mix(n.wrapping_add(1))));
         let mut st = shared.lock();
         if let Some(r) = requested.filter(|&r| r > st.rv) {
-            return bad(status::too_large(r, st.rv));
+            return bad(status::too_large(r, st.rv, cfg.too_large_retry_after));
         }
         let (phase, cursor, id) = match requested {
             Some(r) if !opts.send_initial_events => {
