@@ -7,12 +7,16 @@
 use std::process::Command;
 use std::time::Instant;
 
-/// One flood run with the given arguments; its JSON report.
+/// The short fault waits every stress run uses (see FAULT_WAITS below).
+const SHORT_FAULT_WAITS: [&str; 4] = ["--backoff-max", "0.01", "--fault-retry-after", "0"];
+
+/// One flood run with the given arguments and [`SHORT_FAULT_WAITS`]; its JSON report.
 fn flood(args: &[&str]) -> serde_json::Value {
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_informer"))
         .arg("flood")
         .args(args)
+        .args(SHORT_FAULT_WAITS)
         .args(["--json", "--no-progress"])
         .output()
         .unwrap();
@@ -132,12 +136,8 @@ fn million_events_with_faults_and_slow_handlers() {
         "5000",
         "--seed",
         "7",
-        // Short fault waits (see FAULT_WAITS) and room for the flood to go on while the
-        // reflector relists or sits on a stalled stream.
-        "--backoff-max",
-        "0.01",
-        "--fault-retry-after",
-        "0",
+        // Room for the flood to go on while the reflector relists or sits on a stalled
+        // stream (see FAULT_WAITS).
         "--history-window",
         "20000",
     ]);
@@ -173,10 +173,6 @@ fn ten_million_events_large() {
         "20000",
         "--seed",
         "11",
-        "--backoff-max",
-        "0.01",
-        "--fault-retry-after",
-        "0",
         "--history-window",
         "50000",
     ]);
@@ -209,10 +205,6 @@ fn json_mixed_sizes_large() {
         "coalesce",
         "--fault-every",
         "10000",
-        "--backoff-max",
-        "0.01",
-        "--fault-retry-after",
-        "0",
         "--history-window",
         "20000",
     ]);
