@@ -470,14 +470,6 @@ async fn control(
     serde_json::from_slice(&body).map_err(|e| format!("{path}: {e}"))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-}
-
 /// Reflector settings of a flood: client-go's, with the shorter watch timeout, a 10 ms first
 /// backoff and the 100 ms backoff cap of a fault run unless given.
 fn reflector_config(args: &FloodArgs) -> ReflectorConfig {
@@ -512,7 +504,7 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     if args.fault_every.is_some() && args.server.is_some() {
         return Err("--fault-every needs the simulator in this process (not --server)".into());
     }
-    let runtime = runtime()?;
+    let runtime = super::runtime().map_err(|e| e.to_string())?;
     let config = InformerConfig {
         store: StoreConfig::new().shards(args.shards),
         reflector: reflector_config(args),
@@ -1369,7 +1361,7 @@ fn replay_inner(args: &ReplayArgs) -> Result<bool, String> {
         reflector: rc,
         ..Default::default()
     };
-    let runtime = runtime()?;
+    let runtime = super::runtime().map_err(|e| e.to_string())?;
     let informer = Informer::new(lw.clone(), config);
     let views = add_views(
         &informer,

@@ -22,6 +22,18 @@ pub(crate) fn seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A multi-thread tokio runtime with two workers (the machine this targets has two cores) and
+/// the I/O and time drivers on, as every command uses.
+///
+/// # Errors
+/// The OS error when the runtime's threads or its I/O driver cannot be created.
+pub(crate) fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
 /// Runs `command` to completion on a two-worker tokio runtime (the machine this targets has two
 /// cores) and returns the process exit code: 0 on `Ok`, 2 with `informer NAME: error` on stderr
 /// when the runtime cannot start or the command fails.
@@ -29,11 +41,7 @@ pub(crate) fn block_on_command<F>(name: &str, command: F) -> i32
 where
     F: std::future::Future<Output = Result<(), String>>,
 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("informer {name}: {e}");
