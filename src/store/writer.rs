@@ -286,25 +286,21 @@ impl Writer {
         let current_rv = self.front.resource_version;
         // Everything that can fail happens before anything changes: the index values of every
         // added object.
+        // (Objects' own resourceVersions are parsed while writing, when each object is in
+        // cache anyway; a pass of its own over the batch costs a cache miss per object.)
         let customs = self.front.custom_count();
         let mut values = Vec::new();
-        let mut max_rv = None;
-        for op in &batch.ops {
-            if let Op::Upsert(obj) = op {
-                self.front.custom_values(obj, &mut values)?;
-                if batch.resource_version.is_none() {
-                    max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+        if customs > 0 {
+            for op in &batch.ops {
+                if let Op::Upsert(obj) = op {
+                    self.front.custom_values(obj, &mut values)?;
                 }
             }
         }
-        let rv = batch
-            .resource_version
-            .or(max_rv)
-            .unwrap_or(current_rv)
-            .max(current_rv);
-        if batch.ops.is_empty() && rv == current_rv {
+        if batch.ops.is_empty() && batch.resource_version.is_none_or(|rv| rv <= current_rv) {
             return Ok(Vec::new());
         }
+        let mut max_rv = None;
         self.prepare_back(true);
         let mut log = std::mem::take(&mut self.log);
         let back = Arc::make_mut(&mut self.back);
@@ -313,6 +309,9 @@ impl Writer {
         for op in batch.ops {
             match op {
                 Op::Upsert(obj) => {
+                    if batch.resource_version.is_none() {
+                        max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+                    }
                     let custom = if customs == 0 {
                         &[]
                     } else {
@@ -323,7 +322,11 @@ impl Writer {
                 Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
             }
         }
-        back.resource_version = rv;
+        back.resource_version = batch
+            .resource_version
+            .or(max_rv)
+            .unwrap_or(current_rv)
+            .max(current_rv);
         self.log = log;
         self.publish(false);
         Ok(previous)
