@@ -419,10 +419,12 @@ impl Version {
                 (slot, None)
             }
         };
-        let defs = self.defs.clone();
         let mut custom = custom.iter();
-        for (pos, def) in defs.iter().enumerate() {
-            if def.builtin == Builtin::Custom {
+        // The definitions are read in place (no reference count taken per write); a function
+        // is cloned out only when it must be called.
+        for pos in 0..self.defs.len() {
+            let builtin = self.defs[pos].builtin;
+            if builtin == Builtin::Custom {
                 let Some(new) = custom.next() else { continue };
                 match &old {
                     None => {
@@ -430,7 +432,7 @@ impl Version {
                             self.index_add(pos, v, slot, log);
                         }
                     }
-                    Some(old) => match (def.func)(old) {
+                    Some(old) => match (self.defs[pos].func.clone())(old) {
                         Ok(old_values) => {
                             self.apply_diff(pos, slot, &normalize(old_values), new, log)
                         }
@@ -447,17 +449,19 @@ impl Version {
                 continue;
             }
             match &old {
-                Some(old) if def.builtin.same_values(old, &obj) => {}
+                Some(old) if builtin.same_values(old, &obj) => {}
                 Some(old) => {
-                    let old_values = normalize((def.func)(old).unwrap_or_default());
-                    let new_values = normalize((def.func)(&obj).unwrap_or_default());
+                    let func = self.defs[pos].func.clone();
+                    let old_values = normalize(func(old).unwrap_or_default());
+                    let new_values = normalize(func(&obj).unwrap_or_default());
                     self.apply_diff(pos, slot, &old_values, &new_values, log);
                 }
-                None if def.builtin == Builtin::Namespace => {
+                None if builtin == Builtin::Namespace => {
                     self.index_add(pos, obj.namespace(), slot, log);
                 }
                 None => {
-                    for v in &normalize((def.func)(&obj).unwrap_or_default()) {
+                    let func = self.defs[pos].func.clone();
+                    for v in &normalize(func(&obj).unwrap_or_default()) {
                         self.index_add(pos, v, slot, log);
                     }
                 }
