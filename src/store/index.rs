@@ -286,9 +286,7 @@ impl SlotSet {
             SlotSet::Few(slots) => {
                 let len = slots.len();
                 let pos = match hint {
-                    Some((pos, hint_len))
-                        if hint_len as usize == len && (pos as usize) <= len =>
-                    {
+                    Some((pos, hint_len)) if hint_len as usize == len && (pos as usize) <= len => {
                         pos as usize
                     }
                     _ => {
@@ -431,7 +429,10 @@ mod tests {
             set.insert(s, &keys[i], None, key_of); // idempotent
             model.insert(keys[i].clone(), s);
             seen_many |= matches!(set, SlotSet::Many(_));
-            assert_eq!(set.iter().collect::<Vec<_>>(), model.values().copied().collect::<Vec<_>>());
+            assert_eq!(
+                set.iter().collect::<Vec<_>>(),
+                model.values().copied().collect::<Vec<_>>()
+            );
             assert_eq!(set.len(), model.len());
         }
         assert!(seen_many);

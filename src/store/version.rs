@@ -1,8 +1,9 @@
-//! [`Version`]: one buffer of a store (items in shards + every index). A store has two of them
+//! [`Version`]: one buffer of a store (items in a slab, key → slot tables in shards, every
+//! index). A store has two of them
 //! (see [`super::writer`]): readers look up in the published one, which nothing mutates while
 //! any reader can reach it; the writer mutates the other one in place and records what it did
 //! in a [`Log`], so that the first buffer can later be brought to the same state by replaying
-//! the log (plain map inserts, no index function called twice).
+//! the log (slab stores and plain map inserts by slot number, no index function called twice).
 //!
 //! Maintenance of indexes follows client-go `tools/cache/thread_safe_store.go`
 //! (`updateIndices`, `deleteKeyFromIndex`): on add/update the old object's values are removed
@@ -27,7 +28,7 @@ pub(crate) type Hasher = foldhash::fast::RandomState;
 /// key itself is in the slab).
 type KeyTable = HashTable<Slot>;
 
-/// One index: value → keys of the objects indexed under it.
+/// One index: value → slots of the objects indexed under it (in key order).
 type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 
 /// Slots read together by [`Version::get_many`].
@@ -239,7 +240,9 @@ impl Version {
     fn find(&self, hash: u64, key: &str) -> Option<Slot> {
         let items = &self.items;
         self.shards[self.shard_of(hash)]
-            .find(hash, |&s| key_of(items, s).is_some_and(|k| k.as_str() == key))
+            .find(hash, |&s| {
+                key_of(items, s).is_some_and(|k| k.as_str() == key)
+            })
             .copied()
     }
 
@@ -761,7 +764,14 @@ impl Version {
 
     /// Moves `slot` from the values only in `old` to the values only in `new` (both sorted and
     /// deduplicated); values in both are not touched.
-    fn apply_diff(&mut self, pos: usize, slot: Slot, old: &[String], new: &[String], log: &mut Log) {
+    fn apply_diff(
+        &mut self,
+        pos: usize,
+        slot: Slot,
+        old: &[String],
+        new: &[String],
+        log: &mut Log,
+    ) {
         let (mut i, mut j) = (0, 0);
         loop {
             match (old.get(i), new.get(j)) {

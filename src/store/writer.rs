@@ -147,13 +147,13 @@ impl Extend<Op> for Batch {
 
 /// The one writer of a store (the informer). Not `Clone`: one writer, so versions form a line.
 ///
-/// The writer keeps two buffers, each a complete store (items and indexes in plain hash maps;
-/// objects, keys and index values are shared `Arc`s, so a buffer costs pointers, not copies of
-/// objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
+/// The writer keeps two buffers, each a complete store (items in a slab, keys and indexes in
+/// plain hash maps naming slots; objects, keys and index values are shared `Arc`s, so a buffer
+/// costs pointers, not copies of objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
 /// nothing changes it while it is published. A write goes to the *back* buffer, in place, and
 /// is recorded in a log; then the two swap roles with one atomic pointer swap, and the old
-/// front, once no reader is left in it, replays the log (plain inserts and removals; index
-/// functions are not called again) to become the next back buffer. This is the left-right
+/// front, once no reader is left in it, replays the log (slab stores and map changes by slot
+/// number; index functions are not called again, keys are not compared) to become the next back buffer. This is the left-right
 /// scheme, made safe without `unsafe`: "no reader is left" is `Arc::get_mut` succeeding on the
 /// old front after `ArcSwap::swap` (which converts every reader's outstanding load into a
 /// counted reference before it returns).
