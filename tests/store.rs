@@ -793,3 +793,91 @@ fn large_index_sets_return_every_current_object() {
         assert_eq!(r.len(), 100 + want.len());
     }
 }
+
+/// Index sets past a few hundred members change shape (sorted slot vector ↔ B-tree) and slots
+/// are reused after deletes; both buffers, and a buffer copied while a snapshot holds the other,
+/// must keep every index in key order. Keys are added in an order unlike their sort order, so
+/// slot order differs from key order.
+#[test]
+fn large_index_sets_stay_sorted_across_shapes_slot_reuse_and_both_buffers() {
+    for shards in SHARDS {
+        let (r, mut w) = store(
+            StoreConfig::default()
+                .shards(shards)
+                .indexer(LABELS_INDEX, labels_index_func()),
+        );
+        let name = |i: usize| format!("p{:04}", (i * 7919) % 1000);
+        let mut want: BTreeMap<String, bool> = BTreeMap::new(); // key -> label "big"
+        let check = |snap: &informer::store::Snapshot, want: &BTreeMap<String, bool>| {
+            let all: Vec<String> = want.keys().cloned().collect();
+            assert_eq!(keys(&snap.by_index(NAMESPACE_INDEX, "ns").unwrap()), all);
+            let ks: Vec<String> = snap
+                .index_keys(NAMESPACE_INDEX, "ns")
+                .unwrap()
+                .iter()
+                .map(|k| k.to_string())
+                .collect();
+            assert_eq!(ks, all);
+            let big: Vec<String> = want
+                .iter()
+                .filter(|(_, b)| **b)
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert_eq!(keys(&snap.by_index(LABELS_INDEX, "size=big").unwrap()), big);
+            assert_eq!(snap.len(), want.len());
+        };
+        // Grow to 600 in batches of 50 (sets pass 256: vector -> B-tree).
+        for b in 0..12 {
+            let mut batch = Batch::new();
+            for i in b * 50..(b + 1) * 50 {
+                let big = i % 3 != 0;
+                batch.add(pod(
+                    "ns",
+                    &name(i),
+                    &format!("u{i}"),
+                    &[("size", if big { "big" } else { "small" })],
+                ));
+                want.insert(format!("ns/{}", name(i)), big);
+            }
+            w.apply(batch).unwrap();
+            check(&r.snapshot(), &want);
+        }
+        // Shrink to 60 (B-tree -> vector), holding a snapshot now and then so the writer
+        // copies a buffer instead of replaying into it.
+        let mut held = None;
+        for b in 0..12 {
+            let mut batch = Batch::new();
+            for i in (0..600).filter(|i| i % 10 != 0 && i % 12 == b) {
+                batch.delete(ObjectKey::new("ns", &name(i)));
+                want.remove(&format!("ns/{}", name(i)));
+            }
+            // Relabel a few: moves between label values.
+            for i in (0..600).filter(|i| i % 10 == 0 && i % 12 == b) {
+                batch.add(pod("ns", &name(i), &format!("u{i}"), &[("size", "big")]));
+                want.insert(format!("ns/{}", name(i)), true);
+            }
+            w.apply(batch).unwrap();
+            check(&r.snapshot(), &want);
+            if b % 4 == 0 {
+                held = Some((r.snapshot(), want.clone()));
+            }
+            if let Some((snap, at)) = &held {
+                check(snap, at);
+            }
+        }
+        drop(held);
+        // Refill into the freed slots and check again, twice (both buffers written).
+        for round in 0..2 {
+            let mut batch = Batch::new();
+            for i in 1000..1100 {
+                let n = format!("q{:04}-{round}", (i * 31) % 100);
+                batch.add(pod("ns", &n, &format!("v{i}"), &[("size", "big")]));
+                want.insert(format!("ns/{n}"), true);
+            }
+            w.apply(batch).unwrap();
+            check(&r.snapshot(), &want);
+            w.bookmark(10 + round as u64);
+            check(&r.snapshot(), &want);
+        }
+    }
+}

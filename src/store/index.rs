@@ -1,6 +1,6 @@
 //! Index functions and the key sets behind each index value (client-go `tools/cache/index.go`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -226,133 +226,182 @@ impl fmt::Debug for IndexDef {
     }
 }
 
-/// Sets above this many keys move to a B-tree.
-const FEW_MAX: usize = 32;
-/// B-tree sets at or below this many keys move back to a sorted vector (hysteresis, so that a
-/// set oscillating around one size does not convert on every write).
-const FEW_MIN: usize = 16;
+/// Position of an item in a store buffer's slab (see `version.rs`): the same number in both
+/// buffers of a store, so index entries and logged changes name items by it.
+pub(crate) type Slot = u32;
 
-/// The keys of the objects indexed under one value, sorted. Never empty: the value is removed
-/// from its index when its last key goes.
+/// Sets above this many slots move to a B-tree.
+const FEW_MAX: usize = 256;
+/// B-tree sets at or below this many slots move back to a sorted vector (hysteresis, so that a
+/// set oscillating around one size does not convert on every write).
+const FEW_MIN: usize = 128;
+
+/// The items indexed under one value, as slots sorted by their items' keys. Never empty: the
+/// value is removed from its index when its last item goes.
 ///
-/// Three shapes, because most index values hold one key (UID, owner) or a few (a small
-/// namespace), and a B-tree node costs hundreds of bytes:
-/// - `One`: a single key, no allocation beyond the key itself;
-/// - `Few`: a sorted vector of at most [`FEW_MAX`] keys (insertion moves at most that many);
-/// - `Many`: a B-tree set, O(log n) per insert/remove.
+/// Three shapes, because most index values hold one item (UID, owner) or a few hundred at most
+/// (a namespace), and a B-tree node costs hundreds of bytes:
+/// - `One`: a single slot, no allocation;
+/// - `Few`: a vector of at most [`FEW_MAX`] slots in key order (4 bytes each; an insertion
+///   finds its place by binary search over the items' keys and moves at most that many);
+/// - `Many`: a B-tree from key to slot, O(log n) per insert/remove.
 ///
-/// Keys are shared `Arc<str>`s: an index entry costs a pointer and a length, never a copy of the
-/// key's text.
+/// Reading a set never touches a key: `by_index` goes from slot to object directly. Methods
+/// that need keys take `key_of`, the buffer's slot → key lookup.
 #[derive(Clone, Debug)]
-pub(crate) enum KeySet {
-    One(ObjectKey),
-    Few(Vec<ObjectKey>),
-    Many(BTreeSet<ObjectKey>),
+pub(crate) enum SlotSet {
+    One(Slot),
+    Few(Vec<Slot>),
+    Many(BTreeMap<ObjectKey, Slot>),
 }
 
-impl KeySet {
-    /// Adds `key` (no-op when present).
-    pub(crate) fn insert(&mut self, key: &ObjectKey) {
+/// No position to report or to use as a hint (a `Many` set, or nothing changed).
+pub(crate) const NO_POS: u32 = u32::MAX;
+
+impl SlotSet {
+    /// Adds `slot`, whose item's key is `key` (no-op when present). `hint` is where the same
+    /// insertion went in an identical set (from the other buffer's log) together with that
+    /// set's length before it, or `None`. Returns the position and the length before, to log
+    /// as the hint for the other buffer (`(NO_POS, 0)` when there is none).
+    pub(crate) fn insert<'k>(
+        &mut self,
+        slot: Slot,
+        key: &ObjectKey,
+        hint: Option<(u32, u32)>,
+        key_of: impl Fn(Slot) -> Option<&'k ObjectKey>,
+    ) -> (u32, u32) {
         match self {
-            KeySet::One(k) => match (*k).cmp(key) {
-                std::cmp::Ordering::Equal => {}
-                std::cmp::Ordering::Less => *self = KeySet::Few(vec![k.clone(), key.clone()]),
-                std::cmp::Ordering::Greater => *self = KeySet::Few(vec![key.clone(), k.clone()]),
-            },
-            KeySet::Few(keys) => {
-                let Err(pos) = keys.binary_search(key) else {
-                    return;
-                };
-                if keys.len() < FEW_MAX {
-                    keys.insert(pos, key.clone());
+            SlotSet::One(s) => {
+                if *s == slot {
+                    return (NO_POS, 0);
+                }
+                let (v, pos) = if key_of(*s) < Some(key) {
+                    (vec![*s, slot], 1)
                 } else {
-                    let mut set: BTreeSet<ObjectKey> = std::mem::take(keys).into_iter().collect();
-                    set.insert(key.clone());
-                    *self = KeySet::Many(set);
+                    (vec![slot, *s], 0)
+                };
+                *self = SlotSet::Few(v);
+                (pos, 1)
+            }
+            SlotSet::Few(slots) => {
+                let len = slots.len();
+                let pos = match hint {
+                    Some((pos, hint_len)) if hint_len as usize == len && (pos as usize) <= len => {
+                        pos as usize
+                    }
+                    _ => {
+                        let Err(pos) = slots.binary_search_by(|&s| key_of(s).cmp(&Some(key)))
+                        else {
+                            return (NO_POS, 0);
+                        };
+                        pos
+                    }
+                };
+                if len < FEW_MAX {
+                    slots.insert(pos, slot);
+                    (pos as u32, len as u32)
+                } else {
+                    let mut map: BTreeMap<ObjectKey, Slot> = slots
+                        .iter()
+                        .filter_map(|&s| key_of(s).map(|k| (k.clone(), s)))
+                        .collect();
+                    map.insert(key.clone(), slot);
+                    *self = SlotSet::Many(map);
+                    (NO_POS, 0)
                 }
             }
-            KeySet::Many(set) => {
-                if !set.contains(key) {
-                    set.insert(key.clone());
+            SlotSet::Many(map) => {
+                if !map.contains_key(key) {
+                    map.insert(key.clone(), slot);
                 }
+                (NO_POS, 0)
             }
         }
     }
 
-    /// Removes `key`; returns `true` when the set would now be empty, in which case `self` is
-    /// left unchanged and the caller must drop the whole set.
-    pub(crate) fn remove(&mut self, key: &ObjectKey) -> bool {
+    /// Removes `slot` (whose item's key is `key`). `hint` is the position the same slot had in
+    /// an identical set, or [`NO_POS`]. Returns the position it had (to log as the other
+    /// buffer's hint; [`NO_POS`] for a `Many` set or when absent) and whether the set would now
+    /// be empty, in which case `self` is left unchanged and the caller must drop the whole set.
+    pub(crate) fn remove(&mut self, slot: Slot, key: &ObjectKey, hint: u32) -> (u32, bool) {
         match self {
-            KeySet::One(k) => k == key,
-            KeySet::Few(keys) => {
-                let Ok(pos) = keys.binary_search(key) else {
-                    return false;
+            SlotSet::One(s) => (NO_POS, *s == slot),
+            SlotSet::Few(slots) => {
+                let pos = match slots.get(hint as usize) {
+                    Some(&s) if s == slot => hint as usize,
+                    _ => match slots.iter().position(|&s| s == slot) {
+                        Some(pos) => pos,
+                        None => return (NO_POS, false),
+                    },
                 };
-                if keys.len() == 2 {
-                    *self = KeySet::One(keys[1 - pos].clone());
+                if slots.len() == 2 {
+                    *self = SlotSet::One(slots[1 - pos]);
                 } else {
-                    keys.remove(pos);
-                    if keys.capacity() > 2 * keys.len() + 4 {
-                        keys.shrink_to_fit();
+                    slots.remove(pos);
+                    if slots.capacity() > 2 * slots.len() + 4 {
+                        slots.shrink_to_fit();
                     }
                 }
-                false
+                (pos as u32, false)
             }
-            KeySet::Many(set) => {
-                if set.len() == 1 {
-                    return set.contains(key);
+            SlotSet::Many(map) => {
+                if map.get(key) != Some(&slot) {
+                    return (NO_POS, false);
                 }
-                set.remove(key);
-                if set.len() <= FEW_MIN {
-                    let v: Vec<ObjectKey> = std::mem::take(set).into_iter().collect();
-                    *self = KeySet::Few(v);
+                if map.len() == 1 {
+                    return (NO_POS, true);
                 }
-                false
+                map.remove(key);
+                if map.len() <= FEW_MIN {
+                    let slots: Vec<Slot> = std::mem::take(map).into_values().collect();
+                    *self = SlotSet::Few(slots);
+                }
+                (NO_POS, false)
             }
         }
     }
 
-    /// Whether `key` is in the set.
-    pub(crate) fn contains(&self, key: &ObjectKey) -> bool {
+    /// Whether `slot` (whose item's key is `key`) is in the set.
+    pub(crate) fn contains(&self, slot: Slot, key: &ObjectKey) -> bool {
         match self {
-            KeySet::One(k) => k == key,
-            KeySet::Few(keys) => keys.binary_search(key).is_ok(),
-            KeySet::Many(set) => set.contains(key),
+            SlotSet::One(s) => *s == slot,
+            SlotSet::Few(slots) => slots.contains(&slot),
+            SlotSet::Many(map) => map.get(key) == Some(&slot),
         }
     }
 
-    /// Number of keys (at least 1).
+    /// Number of slots (at least 1).
     pub(crate) fn len(&self) -> usize {
         match self {
-            KeySet::One(_) => 1,
-            KeySet::Few(keys) => keys.len(),
-            KeySet::Many(set) => set.len(),
+            SlotSet::One(_) => 1,
+            SlotSet::Few(slots) => slots.len(),
+            SlotSet::Many(map) => map.len(),
         }
     }
 
-    /// The keys in ascending order.
-    pub(crate) fn iter(&self) -> KeySetIter<'_> {
+    /// The slots in ascending key order.
+    pub(crate) fn iter(&self) -> SlotSetIter<'_> {
         match self {
-            KeySet::One(k) => KeySetIter::Slice(std::slice::from_ref(k).iter()),
-            KeySet::Few(keys) => KeySetIter::Slice(keys.iter()),
-            KeySet::Many(set) => KeySetIter::Tree(set.iter()),
+            SlotSet::One(s) => SlotSetIter::Slice(std::slice::from_ref(s).iter()),
+            SlotSet::Few(slots) => SlotSetIter::Slice(slots.iter()),
+            SlotSet::Many(map) => SlotSetIter::Tree(map.values()),
         }
     }
 }
 
-/// Iterator over a [`KeySet`], ascending.
-pub(crate) enum KeySetIter<'a> {
-    Slice(std::slice::Iter<'a, ObjectKey>),
-    Tree(std::collections::btree_set::Iter<'a, ObjectKey>),
+/// Iterator over a [`SlotSet`], in key order.
+pub(crate) enum SlotSetIter<'a> {
+    Slice(std::slice::Iter<'a, Slot>),
+    Tree(std::collections::btree_map::Values<'a, ObjectKey, Slot>),
 }
 
-impl<'a> Iterator for KeySetIter<'a> {
-    type Item = &'a ObjectKey;
+impl Iterator for SlotSetIter<'_> {
+    type Item = Slot;
 
-    fn next(&mut self) -> Option<&'a ObjectKey> {
+    fn next(&mut self) -> Option<Slot> {
         match self {
-            KeySetIter::Slice(it) => it.next(),
-            KeySetIter::Tree(it) => it.next(),
+            SlotSetIter::Slice(it) => it.next().copied(),
+            SlotSetIter::Tree(it) => it.next().copied(),
         }
     }
 }
@@ -362,40 +411,65 @@ mod tests {
     use super::*;
 
     fn k(i: usize) -> ObjectKey {
-        ObjectKey::from_raw(&format!("ns/k{i:03}"))
+        ObjectKey::from_raw(&format!("ns/k{i:04}"))
     }
 
     #[test]
-    fn keyset_grows_and_shrinks_through_all_shapes() {
-        let mut set = KeySet::One(k(50));
-        let mut model = std::collections::BTreeSet::from([k(50)]);
-        // Insert in a scrambled order up to 40 keys (passes One -> Few -> Many).
-        for i in (0..40).map(|i| (i * 17) % 40) {
-            set.insert(&k(i));
-            set.insert(&k(i)); // idempotent
-            model.insert(k(i));
+    fn slotset_grows_and_shrinks_through_all_shapes() {
+        // Slot i holds key k(perm(i)): slot order differs from key order.
+        let n = 600;
+        let keys: Vec<ObjectKey> = (0..n).map(|i| k((i * 7919) % n)).collect();
+        let key_of = |s: Slot| keys.get(s as usize);
+        let mut set = SlotSet::One(0);
+        let mut model = std::collections::BTreeMap::from([(keys[0].clone(), 0u32)]);
+        let mut seen_many = false;
+        for i in (1..n).map(|i| ((i * 17) % (n - 1)) + 1) {
+            let s = i as Slot;
+            set.insert(s, &keys[i], None, key_of);
+            set.insert(s, &keys[i], None, key_of); // idempotent
+            model.insert(keys[i].clone(), s);
+            seen_many |= matches!(set, SlotSet::Many(_));
             assert_eq!(
-                set.iter().cloned().collect::<Vec<_>>(),
-                model.iter().cloned().collect::<Vec<_>>()
+                set.iter().collect::<Vec<_>>(),
+                model.values().copied().collect::<Vec<_>>()
             );
             assert_eq!(set.len(), model.len());
         }
-        assert!(matches!(set, KeySet::Many(_)));
-        assert!(!set.remove(&k(999)));
-        let all: Vec<_> = model.iter().cloned().collect();
-        for (n, key) in all.iter().enumerate() {
+        assert!(seen_many);
+        assert_eq!(set.remove(9999, &k(9999), NO_POS), (NO_POS, false));
+        let all: Vec<(ObjectKey, Slot)> = model.iter().map(|(k, &s)| (k.clone(), s)).collect();
+        for (n, (key, s)) in all.iter().enumerate() {
             let last = n + 1 == all.len();
-            assert_eq!(set.remove(key), last);
+            assert_eq!(set.remove(*s, key, NO_POS).1, last);
             if !last {
                 model.remove(key);
-                assert!(!set.contains(key));
+                assert!(!set.contains(*s, key));
                 assert_eq!(
-                    set.iter().cloned().collect::<Vec<_>>(),
-                    model.iter().cloned().collect::<Vec<_>>()
+                    set.iter().collect::<Vec<_>>(),
+                    model.values().copied().collect::<Vec<_>>()
                 );
             }
         }
-        assert!(matches!(set, KeySet::One(_)));
+        assert!(matches!(set, SlotSet::One(_)));
+    }
+
+    #[test]
+    fn slotset_hints_replay_the_same_positions() {
+        let keys: Vec<ObjectKey> = (0..50).map(|i| k((i * 31) % 50)).collect();
+        let key_of = |s: Slot| keys.get(s as usize);
+        let (mut a, mut b) = (SlotSet::One(0), SlotSet::One(0));
+        for s in 1..50u32 {
+            let hint = a.insert(s, &keys[s as usize], None, key_of);
+            let hint = (hint.0 != NO_POS).then_some(hint);
+            b.insert(s, &keys[s as usize], hint, |_| None);
+        }
+        assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
+        for s in (0..49u32).step_by(3) {
+            let (pos, _) = a.remove(s, &keys[s as usize], NO_POS);
+            assert_ne!(pos, NO_POS);
+            assert_eq!(b.remove(s, &keys[s as usize], pos), (pos, false));
+        }
+        assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
     }
 
     #[test]

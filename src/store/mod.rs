@@ -8,17 +8,22 @@
 //!
 //! # Structure
 //!
-//! Two buffers, each a complete store: the objects in S shards of plain hash tables (keyed by
-//! the hash of `namespace/name`; shards get unequal shares of the hash range, so that their
-//! tables are not all just past a doubling at once, see `shard_map` in `version.rs`) and every
-//! secondary index (value → sorted set of keys) in plain hash maps. Objects, keys and index
-//! values are shared `Arc`s, so a buffer costs tables of pointers, never copies of objects.
-//! Readers use the *front* buffer, published through one `arc_swap::ArcSwap`; nothing changes
-//! it while it is published. The writer changes the *back* buffer in place, logs what it
-//! changed, publishes it with one atomic swap, and brings the old front up to date by replaying
-//! the log once no reader is left in it (left-right double buffering, without `unsafe`: see
-//! [`Writer`]). A write costs two plain hash-map updates per change (one per buffer) and one
-//! call of each index function on the old and the new object, whatever the store size.
+//! Two buffers, each a complete store: the objects in a slab (a vector of `(key, object)`
+//! entries, vacant slots reused) whose layout both buffers share, so an object has the same
+//! slot number in both; a key → slot map in S shards of plain hash tables (keyed by the hash of
+//! `namespace/name`; shards get unequal shares of the hash range, so that their tables are not
+//! all just past a doubling at once, see `shard_map` in `version.rs`), which changes only when a
+//! key is added or removed; and every secondary index (value → the slots of its objects, in key
+//! order) in plain hash maps. Objects, keys and index values are shared `Arc`s, so a buffer
+//! costs pointers and slot numbers, never copies of objects. Readers use the *front* buffer,
+//! published through one `arc_swap::ArcSwap`; nothing changes it while it is published. The
+//! writer changes the *back* buffer in place, logs what it changed (with slot numbers),
+//! publishes it with one atomic swap, and brings the old front up to date by replaying the log
+//! once no reader is left in it (left-right double buffering, without `unsafe`: see
+//! [`Writer`]). An update costs one key lookup in the back buffer, one slab store in the other
+//! (no hashing, no key comparison) and, per index, a comparison of the fields the index reads
+//! (provided functions) or one call of the function on the old and the new object; `by_index`
+//! reads each member's object straight from its slot (no hashing, no key read).
 //! `BENCHMARKS.md` has the figures, and those of the structures tried before this one
 //! (persistent HAMTs, per-shard copy-on-write).
 //!
@@ -54,7 +59,9 @@
 //! - **Memory.** A held snapshot keeps its buffer, with the objects later versions replaced,
 //!   alive, and costs the writer one copy of the store's tables (not of the objects). Hold
 //!   snapshots briefly when the store is written often; [`Store`] calls hold nothing after
-//!   they return. Buffers are freed on the writer's thread, never as a side effect of a reader
+//!   they return. A buffer's slab keeps room for the most objects it held at once (24 bytes
+//!   per slot, reused by later adds and by `replace`) until deletes empty the store.
+//!   Buffers are freed on the writer's thread, never as a side effect of a reader
 //!   dropping a snapshot (see [`Writer`]).
 //!
 //! # resourceVersion

@@ -1,8 +1,9 @@
-//! [`Version`]: one buffer of a store (items in shards + every index). A store has two of them
+//! [`Version`]: one buffer of a store (items in a slab, key → slot tables in shards, every
+//! index). A store has two of them
 //! (see [`super::writer`]): readers look up in the published one, which nothing mutates while
 //! any reader can reach it; the writer mutates the other one in place and records what it did
 //! in a [`Log`], so that the first buffer can later be brought to the same state by replaying
-//! the log (plain map inserts, no index function called twice).
+//! the log (slab stores and plain map inserts by slot number, no index function called twice).
 //!
 //! Maintenance of indexes follows client-go `tools/cache/thread_safe_store.go`
 //! (`updateIndices`, `deleteKeyFromIndex`): on add/update the old object's values are removed
@@ -14,23 +15,23 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 
 use crate::object::{Object, ObjectKey};
 
 use super::error::StoreError;
-use super::index::{Builtin, IndexDef, IndexValues, KeySet, normalize};
+use super::index::{Builtin, IndexDef, IndexValues, NO_POS, Slot, SlotSet, normalize};
 
 /// Hasher of every map of a store; one random seed per store, shared by its buffers.
 pub(crate) type Hasher = foldhash::fast::RandomState;
 
-/// The items of one shard; each entry is found by the hash of its key's text.
-type ItemTable = HashTable<(ObjectKey, Arc<Object>)>;
+/// The key → slot map of one shard; each entry is found by the hash of its key's text (the
+/// key itself is in the slab).
+type KeyTable = HashTable<Slot>;
 
-/// One index: value → keys of the objects indexed under it.
-type ValueMap = hashbrown::HashMap<Arc<str>, KeySet, Hasher>;
+/// One index: value → slots of the objects indexed under it (in key order).
+type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 
-/// Keys looked up together by [`Version::get_many`].
+/// Slots read together by [`Version::get_many`].
 const LOOKUP_GROUP: usize = 16;
 
 /// Slices of the hash range that [`shard_map`] assigns to shards (a power of two).
@@ -74,7 +75,20 @@ fn shard_map(shards: usize) -> Arc<[u16]> {
     map.into()
 }
 
+/// One stored item: its key and object (the entry of a slab slot).
+#[derive(Clone, Debug)]
+struct Item {
+    key: ObjectKey,
+    obj: Arc<Object>,
+}
+
 /// One buffer of the store: a complete state at one resourceVersion.
+///
+/// Items live in a slab (`items`, vacant slots listed in `free`) whose layout both buffers
+/// share: an item has the same slot number in both, because both see the same adds and deletes
+/// in the same order (the log carries the slot). The shard tables map a key's hash to its slot
+/// and change only when a key is added or removed; index entries hold slots. So an update
+/// replays as one slab store, and `by_index` reads each member's object straight from its slot.
 #[derive(Clone)]
 pub(crate) struct Version {
     /// resourceVersion this state reflects (0 = none yet).
@@ -86,7 +100,12 @@ pub(crate) struct Version {
     /// Shard of each of the [`SHARD_SLOTS`] slices of the hash range (see [`shard_map`]);
     /// shared by both buffers.
     shard_map: Arc<[u16]>,
-    shards: Box<[ItemTable]>,
+    /// Key → slot, by the hash of the key's text.
+    shards: Box<[KeyTable]>,
+    /// The items, by slot; `None` for a vacant slot (listed in `free`).
+    items: Vec<Option<Item>>,
+    /// Vacant slots, reused last-freed first.
+    free: Vec<Slot>,
     pub(crate) defs: Arc<[IndexDef]>,
     /// Parallel to `defs`.
     indexes: Box<[ValueMap]>,
@@ -105,40 +124,51 @@ impl fmt::Debug for Version {
 }
 
 /// One step of a write, recorded while it is applied to one buffer so that the other buffer can
-/// replay it exactly, without calling index functions again. Values and keys are the same
-/// shared allocations in both buffers.
+/// replay it exactly, without calling index functions again or comparing keys. Values, keys
+/// and objects are the same shared allocations in both buffers; slots are the same numbers.
 #[derive(Debug)]
 pub(crate) enum Change {
-    /// Store `obj` under `key` (whose text hashes to `hash`; in the recording buffer its
-    /// entry sits in bucket `bucket` of its shard's table).
-    Put {
+    /// Replace the object in slot `slot` (an update: the key stays).
+    Put { slot: Slot, obj: Arc<Object> },
+    /// Store a new item in slot `slot` (vacant, or one past the end) and map `key`, whose text
+    /// hashes to `hash`, to it.
+    Insert {
         hash: u64,
-        bucket: usize,
+        slot: Slot,
         key: ObjectKey,
         obj: Arc<Object>,
     },
-    /// Remove the item under `key` (from bucket `bucket` in the recording buffer).
-    Remove {
-        hash: u64,
-        bucket: usize,
-        key: ObjectKey,
-    },
-    /// Add `key` under `value` in index number `index`.
+    /// Remove the item in slot `slot` (whose key hashes to `hash`).
+    Remove { hash: u64, slot: Slot },
+    /// Add slot `slot` under `value` in index number `index`; in the recording buffer it went
+    /// to position `pos` of a set of `len` members (`pos` = [`NO_POS`] when unknown).
     IndexAdd {
         index: usize,
         value: Arc<str>,
-        key: ObjectKey,
+        slot: Slot,
+        pos: u32,
+        len: u32,
     },
-    /// Remove `key` from `value` in index number `index`.
+    /// Remove slot `slot` from `value` in index number `index` (it was at position `pos` in
+    /// the recording buffer, [`NO_POS`] when unknown).
     IndexRemove {
         index: usize,
         value: Arc<str>,
-        key: ObjectKey,
+        slot: Slot,
+        pos: u32,
     },
 }
 
 /// The changes one buffer has that the other has not, in order.
 pub(crate) type Log = Vec<Change>;
+
+/// The key of the item in `slot`, if any (index entries always name an occupied slot).
+fn key_of(items: &[Option<Item>], slot: Slot) -> Option<&ObjectKey> {
+    items
+        .get(slot as usize)
+        .and_then(Option::as_ref)
+        .map(|i| &i.key)
+}
 
 impl Version {
     /// An empty version with `shards` shards (at least one) and the given indexes.
@@ -149,7 +179,9 @@ impl Version {
             generation: 0,
             len: 0,
             shard_map: shard_map(shards),
-            shards: (0..shards).map(|_| ItemTable::new()).collect(),
+            shards: (0..shards).map(|_| KeyTable::new()).collect(),
+            items: Vec::new(),
+            free: Vec::new(),
             indexes: defs
                 .iter()
                 .map(|_| ValueMap::with_hasher(hasher.clone()))
@@ -199,18 +231,29 @@ impl Version {
         self.len
     }
 
-    pub(crate) fn get(&self, key: &str) -> Option<&Arc<Object>> {
-        let hash = self.hash(key);
-        self.shards[self.shard_of(hash)]
-            .find(hash, |(k, _)| k.as_str() == key)
-            .map(|(_, v)| v)
+    /// The item in `slot`, if occupied.
+    fn item(&self, slot: Slot) -> Option<&Item> {
+        self.items.get(slot as usize).and_then(Option::as_ref)
     }
 
-    /// Every item, shard after shard (no order promised).
+    /// Slot of the item whose key text is `key`.
+    fn find(&self, hash: u64, key: &str) -> Option<Slot> {
+        let items = &self.items;
+        self.shards[self.shard_of(hash)]
+            .find(hash, |&s| {
+                key_of(items, s).is_some_and(|k| k.as_str() == key)
+            })
+            .copied()
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&Arc<Object>> {
+        let slot = self.find(self.hash(key), key)?;
+        self.item(slot).map(|i| &i.obj)
+    }
+
+    /// Every item, in slot order (no order promised).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Object>)> + '_ {
-        self.shards
-            .iter()
-            .flat_map(|t| t.iter().map(|(k, v)| (k, v)))
+        self.items.iter().flatten().map(|i| (&i.key, &i.obj))
     }
 
     pub(crate) fn index_names(&self) -> impl Iterator<Item = &str> + '_ {
@@ -236,7 +279,8 @@ impl Version {
         Ok(self.indexes[pos]
             .get(value)
             .into_iter()
-            .flat_map(|set| set.iter()))
+            .flat_map(|set| set.iter())
+            .filter_map(|s| self.item(s).map(|i| &i.key)))
     }
 
     pub(crate) fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<Object>>, StoreError> {
@@ -249,38 +293,21 @@ impl Version {
         Ok(out)
     }
 
-    /// Appends the objects stored under `keys` (in their order; keys not stored are skipped)
-    /// to `out`. Same result as calling [`Version::get`] per key, arranged for a large store
-    /// whose tables and objects are not in cache: the keys go in groups of
-    /// [`LOOKUP_GROUP`], and each step (hash every key's text, find every entry, read every
+    /// Appends the objects in `slots` (in their order; vacant slots are skipped) to `out`.
+    /// Arranged for a large store, where every slab entry and object is a cache miss: slots are
+    /// taken in groups of [`LOOKUP_GROUP`], and each step (load every slab entry, read every
     /// object's reference count, clone every `Arc`) is done for the whole group before the
-    /// next step, so the cache misses of one step, independent of each other, overlap instead
-    /// of waiting one after the other. The clones come last because an atomic increment
-    /// stops later loads from overtaking it.
-    fn get_many<'a>(
-        &'a self,
-        keys: impl Iterator<Item = &'a ObjectKey>,
-        out: &mut Vec<Arc<Object>>,
-    ) {
-        let mut keys = keys.peekable();
-        let mut hashes = [0u64; LOOKUP_GROUP];
-        let mut group: [Option<&ObjectKey>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
+    /// next, so the misses of one step, independent of each other, overlap instead of waiting
+    /// one after the other. The clones come last because an atomic increment stops later loads
+    /// from overtaking it. No key is read and nothing is hashed.
+    fn get_many(&self, slots: impl Iterator<Item = Slot>, out: &mut Vec<Arc<Object>>) {
+        let mut slots = slots.peekable();
         let mut found: [Option<&Arc<Object>>; LOOKUP_GROUP] = [None; LOOKUP_GROUP];
-        while keys.peek().is_some() {
+        while slots.peek().is_some() {
             let mut n = 0;
-            for (slot, key) in group.iter_mut().zip(keys.by_ref()) {
-                *slot = Some(key);
+            for (f, slot) in found.iter_mut().zip(slots.by_ref()) {
+                *f = self.item(slot).map(|i| &i.obj);
                 n += 1;
-            }
-            for (h, key) in hashes.iter_mut().zip(&group[..n]) {
-                *h = key.map_or(0, |k| self.hash(k.as_str()));
-            }
-            for ((f, key), &hash) in found.iter_mut().zip(&group[..n]).zip(&hashes) {
-                *f = key.and_then(|key| {
-                    self.shards[self.shard_of(hash)]
-                        .find(hash, |(k, _)| k == key)
-                        .map(|(_, v)| v)
-                });
             }
             let mut counts = 0;
             for obj in found[..n].iter().flatten() {
@@ -314,17 +341,17 @@ impl Version {
         })?;
         let values = normalize(values);
         let map = &self.indexes[pos];
-        let mut keys: Vec<&ObjectKey> = values
+        let mut slots: Vec<Slot> = values
             .iter()
             .filter_map(|v| map.get(v.as_str()))
             .flat_map(|set| set.iter())
             .collect();
         if values.len() > 1 {
-            keys.sort_unstable();
-            keys.dedup();
+            slots.sort_unstable_by(|&a, &b| key_of(&self.items, a).cmp(&key_of(&self.items, b)));
+            slots.dedup();
         }
-        let mut out = Vec::with_capacity(keys.len());
-        self.get_many(keys.into_iter(), &mut out);
+        let mut out = Vec::with_capacity(slots.len());
+        self.get_many(slots.into_iter(), &mut out);
         Ok(out)
     }
 
@@ -371,33 +398,53 @@ impl Version {
         }
         scratch.push_str(obj.name());
         let hash = self.hash(scratch);
-        let (key, old, bucket) = self.put(hash, scratch, obj.clone());
-        if let Some(old) = &old
-            && Arc::ptr_eq(old, &obj)
-        {
-            return Some(obj);
-        }
-        let defs = self.defs.clone();
+        let (slot, old) = match self.find(hash, scratch) {
+            Some(slot) => {
+                let Some(Some(item)) = self.items.get_mut(slot as usize) else {
+                    unreachable_slot();
+                    return None;
+                };
+                let old = std::mem::replace(&mut item.obj, obj.clone());
+                if Arc::ptr_eq(&old, &obj) {
+                    return Some(obj);
+                }
+                (slot, Some(old))
+            }
+            None => {
+                let key = ObjectKey::from_raw(scratch);
+                let slot = self.insert_item(hash, key.clone(), obj.clone());
+                log.push(Change::Insert {
+                    hash,
+                    slot,
+                    key,
+                    obj: obj.clone(),
+                });
+                (slot, None)
+            }
+        };
         let mut custom = custom.iter();
-        for (pos, def) in defs.iter().enumerate() {
-            if def.builtin == Builtin::Custom {
+        // The definitions are read in place (no reference count taken per write); a function
+        // is cloned out only when it must be called.
+        for pos in 0..self.defs.len() {
+            let builtin = self.defs[pos].builtin;
+            if builtin == Builtin::Custom {
                 let Some(new) = custom.next() else { continue };
                 match &old {
                     None => {
                         for v in new {
-                            self.index_add(pos, v, &key, log);
+                            self.index_add(pos, v, slot, log);
                         }
                     }
-                    Some(old) => match (def.func)(old) {
+                    Some(old) => match (self.defs[pos].func.clone())(old) {
                         Ok(old_values) => {
-                            self.apply_diff(pos, &key, &normalize(old_values), new, log)
+                            self.apply_diff(pos, slot, &normalize(old_values), new, log)
                         }
                         Err(_) => {
                             // The function accepted this object when it was stored; it is
-                            // not pure. Find the key's old values the slow way.
-                            self.index_remove_everywhere(pos, &key, log);
+                            // not pure. Find the item's old values the slow way.
+                            self.index_remove_everywhere(pos, slot, log);
                             for v in new {
-                                self.index_add(pos, v, &key, log);
+                                self.index_add(pos, v, slot, log);
                             }
                         }
                     },
@@ -405,28 +452,27 @@ impl Version {
                 continue;
             }
             match &old {
-                Some(old) if def.builtin.same_values(old, &obj) => {}
+                Some(old) if builtin.same_values(old, &obj) => {}
                 Some(old) => {
-                    let old_values = normalize((def.func)(old).unwrap_or_default());
-                    let new_values = normalize((def.func)(&obj).unwrap_or_default());
-                    self.apply_diff(pos, &key, &old_values, &new_values, log);
+                    let func = self.defs[pos].func.clone();
+                    let old_values = normalize(func(old).unwrap_or_default());
+                    let new_values = normalize(func(&obj).unwrap_or_default());
+                    self.apply_diff(pos, slot, &old_values, &new_values, log);
                 }
-                None if def.builtin == Builtin::Namespace => {
-                    self.index_add(pos, obj.namespace(), &key, log);
+                None if builtin == Builtin::Namespace => {
+                    self.index_add(pos, obj.namespace(), slot, log);
                 }
                 None => {
-                    for v in &normalize((def.func)(&obj).unwrap_or_default()) {
-                        self.index_add(pos, v, &key, log);
+                    let func = self.defs[pos].func.clone();
+                    for v in &normalize(func(&obj).unwrap_or_default()) {
+                        self.index_add(pos, v, slot, log);
                     }
                 }
             }
         }
-        log.push(Change::Put {
-            hash,
-            bucket,
-            key,
-            obj,
-        });
+        if old.is_some() {
+            log.push(Change::Put { slot, obj });
+        }
         old
     }
 
@@ -435,23 +481,25 @@ impl Version {
     /// by scanning that index.
     pub(crate) fn delete(&mut self, key: &str, log: &mut Log) -> Option<Arc<Object>> {
         let hash = self.hash(key);
-        let (key, old, bucket) = self.take(hash, key)?;
+        let slot = self.find(hash, key)?;
+        let old = self.item(slot)?.obj.clone();
         let defs = self.defs.clone();
         for (pos, def) in defs.iter().enumerate() {
             if def.builtin == Builtin::Namespace {
-                self.index_remove(pos, old.namespace(), &key, log);
+                self.index_remove(pos, old.namespace(), slot, log);
                 continue;
             }
             match (def.func)(&old) {
                 Ok(values) => {
                     for v in &values {
-                        self.index_remove(pos, v, &key, log);
+                        self.index_remove(pos, v, slot, log);
                     }
                 }
-                Err(_) => self.index_remove_everywhere(pos, &key, log),
+                Err(_) => self.index_remove_everywhere(pos, slot, log),
             }
         }
-        log.push(Change::Remove { hash, bucket, key });
+        self.remove_item(hash, slot);
+        log.push(Change::Remove { hash, slot });
         Some(old)
     }
 
@@ -466,26 +514,55 @@ impl Version {
     /// Applies one change recorded on the other buffer.
     fn replay_one(&mut self, change: Change) {
         match change {
-            Change::Put {
+            Change::Put { slot, obj } => {
+                if let Some(Some(item)) = self.items.get_mut(slot as usize) {
+                    item.obj = obj;
+                }
+            }
+            Change::Insert {
                 hash,
-                bucket,
+                slot,
                 key,
                 obj,
-            } => self.put_key(hash, bucket, key, obj),
-            Change::Remove { hash, bucket, key } => self.take_key(hash, bucket, &key),
-            Change::IndexAdd { index, value, key } => {
+            } => {
+                self.claim(slot);
+                self.place(hash, slot, key, obj);
+            }
+            Change::Remove { hash, slot } => self.remove_item(hash, slot),
+            Change::IndexAdd {
+                index,
+                value,
+                slot,
+                pos,
+                len,
+            } => {
+                let items = &self.items;
+                let Some(key) = key_of(items, slot) else {
+                    return;
+                };
                 let map = &mut self.indexes[index];
                 match map.get_mut(&*value) {
-                    Some(set) => set.insert(&key),
+                    Some(set) => {
+                        let hint = (pos != NO_POS).then_some((pos, len));
+                        set.insert(slot, key, hint, |s| key_of(items, s));
+                    }
                     None => {
-                        map.insert(value, KeySet::One(key));
+                        map.insert(value, SlotSet::One(slot));
                     }
                 }
             }
-            Change::IndexRemove { index, value, key } => {
+            Change::IndexRemove {
+                index,
+                value,
+                slot,
+                pos,
+            } => {
+                let Some(key) = key_of(&self.items, slot) else {
+                    return;
+                };
                 let map = &mut self.indexes[index];
                 if let Some(set) = map.get_mut(&*value)
-                    && set.remove(&key)
+                    && set.remove(slot, key, pos).1
                 {
                     map.remove(&*value);
                 }
@@ -493,11 +570,13 @@ impl Version {
         }
     }
 
-    /// Removes every item and index entry, keeping the tables' capacity.
+    /// Removes every item and index entry, keeping the tables' and the slab's capacity.
     pub(crate) fn clear(&mut self) {
         for t in self.shards.iter_mut() {
             t.clear();
         }
+        self.items.clear();
+        self.free.clear();
         for m in self.indexes.iter_mut() {
             *m = ValueMap::with_hasher(self.hasher.clone());
         }
@@ -515,15 +594,20 @@ impl Version {
                 });
             }
         }
+        let items = &self.items;
         let mut maps = Vec::with_capacity(new.len());
         for def in new {
             let mut map = ValueMap::with_hasher(self.hasher.clone());
-            for (key, obj) in self.iter() {
-                for v in &call(def, obj, || key.clone())? {
+            for (slot, item) in items.iter().enumerate() {
+                let Some(item) = item else { continue };
+                let slot = slot as Slot;
+                for v in &call(def, &item.obj, || item.key.clone())? {
                     match map.get_mut(v.as_str()) {
-                        Some(set) => set.insert(key),
+                        Some(set) => {
+                            set.insert(slot, &item.key, None, |s| key_of(items, s));
+                        }
                         None => {
-                            map.insert(Arc::from(v.as_str()), KeySet::One(key.clone()));
+                            map.insert(Arc::from(v.as_str()), SlotSet::One(slot));
                         }
                     }
                 }
@@ -533,7 +617,8 @@ impl Version {
         Ok(maps)
     }
 
-    /// Attaches indexes built by [`Version::build_indexes`].
+    /// Attaches indexes built by [`Version::build_indexes`] (on a buffer in the same state as
+    /// the one that built them: the slots must match).
     pub(crate) fn attach_indexes(&mut self, new: Vec<IndexDef>, maps: Vec<ValueMapBox>) {
         let mut defs = self.defs.to_vec();
         defs.extend(new);
@@ -543,119 +628,112 @@ impl Version {
         self.indexes = indexes.into();
     }
 
-    /// Stores `obj` under the key whose text is `text`; returns the key as stored (the existing
-    /// allocation when the key was present, so an update allocates no key), the object it
-    /// replaced and the entry's bucket in its shard's table.
-    fn put(
-        &mut self,
-        hash: u64,
-        text: &str,
-        obj: Arc<Object>,
-    ) -> (ObjectKey, Option<Arc<Object>>, usize) {
-        let shard = self.shard_of(hash);
-        let hasher = &self.hasher;
-        match self.shards[shard].entry(
-            hash,
-            |(k, _)| k.as_str() == text,
-            |(k, _)| hasher.hash_one(k.as_str()),
-        ) {
-            Entry::Occupied(mut e) => {
-                let bucket = e.bucket_index();
-                let (key, slot) = e.get_mut();
-                (key.clone(), Some(std::mem::replace(slot, obj)), bucket)
+    /// Stores a new item (its key absent) in a free slot and maps its key to it.
+    fn insert_item(&mut self, hash: u64, key: ObjectKey, obj: Arc<Object>) -> Slot {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                // A slot is a u32: a store holds at most 2^32 - 1 objects (each object
+                // costs kilobytes, so memory runs out long before).
+                let slot = Slot::try_from(self.items.len()).unwrap_or(Slot::MAX);
+                self.items.push(None);
+                slot
             }
-            Entry::Vacant(e) => {
-                let key = ObjectKey::from_raw(text);
-                let bucket = e.insert((key.clone(), obj)).bucket_index();
-                self.len += 1;
-                (key, None, bucket)
+        };
+        self.place(hash, slot, key, obj);
+        slot
+    }
+
+    /// Makes `slot` the slot the next insertion takes, as it was in the recording buffer:
+    /// normally the last freed slot or one past the end, as there.
+    fn claim(&mut self, slot: Slot) {
+        if self.free.last() == Some(&slot) {
+            self.free.pop();
+        } else if let Some(i) = self.free.iter().rposition(|&s| s == slot) {
+            self.free.remove(i);
+        } else {
+            while self.items.len() <= slot as usize {
+                let vacant = self.items.len() as Slot;
+                self.items.push(None);
+                if vacant != slot {
+                    self.free.push(vacant);
+                }
             }
         }
     }
 
-    /// Replays a [`Change::Put`]. Both buffers see the same operations in the same order from
-    /// the same starting table, so the entry is normally in the bucket the other buffer
-    /// recorded: it is checked there first (one memory access instead of a probe and a key
-    /// comparison), and looked up normally when the layouts differ.
-    fn put_key(&mut self, hash: u64, bucket: usize, key: ObjectKey, obj: Arc<Object>) {
+    /// Fills the vacant, claimed `slot` and maps `key` (text hashing to `hash`) to it.
+    fn place(&mut self, hash: u64, slot: Slot, key: ObjectKey, obj: Arc<Object>) {
         let shard = self.shard_of(hash);
-        if let Some((k, v)) = self.shards[shard].get_bucket_mut(bucket)
-            && *k == key
+        if let Some(entry) = self.items.get_mut(slot as usize) {
+            *entry = Some(Item { key, obj });
+        }
+        let (items, hasher) = (&self.items, &self.hasher);
+        self.shards[shard].insert_unique(hash, slot, |&s| {
+            key_of(items, s).map_or(0, |k| hasher.hash_one(k.as_str()))
+        });
+        self.len += 1;
+    }
+
+    /// Unmaps the key of the item in `slot` (hashing to `hash`) and frees the slot. When the
+    /// store becomes empty the slab is released (a store emptied by deletes gives its memory
+    /// back).
+    fn remove_item(&mut self, hash: u64, slot: Slot) {
+        let shard = self.shard_of(hash);
+        if let Ok(entry) = self.shards[shard].find_entry(hash, |&s| s == slot) {
+            entry.remove();
+        }
+        if let Some(entry) = self.items.get_mut(slot as usize)
+            && entry.take().is_some()
         {
-            *v = obj;
-            return;
-        }
-        let hasher = &self.hasher;
-        match self.shards[shard].entry(
-            hash,
-            |(k, _)| *k == key,
-            |(k, _)| hasher.hash_one(k.as_str()),
-        ) {
-            Entry::Occupied(mut e) => e.get_mut().1 = obj,
-            Entry::Vacant(e) => {
-                e.insert((key, obj));
-                self.len += 1;
-            }
-        }
-    }
-
-    /// Removes the item under the key whose text is `key`, with its bucket.
-    fn take(&mut self, hash: u64, key: &str) -> Option<(ObjectKey, Arc<Object>, usize)> {
-        let shard = self.shard_of(hash);
-        let entry = self.shards[shard]
-            .find_entry(hash, |(k, _)| k.as_str() == key)
-            .ok()?;
-        let bucket = entry.bucket_index();
-        let ((key, obj), _) = entry.remove();
-        self.len -= 1;
-        Some((key, obj, bucket))
-    }
-
-    /// Replays a [`Change::Remove`] (bucket first, as [`Version::put_key`]).
-    fn take_key(&mut self, hash: u64, bucket: usize, key: &ObjectKey) {
-        let shard = self.shard_of(hash);
-        if let Ok(e) = self.shards[shard].get_bucket_entry(bucket)
-            && e.get().0 == *key
-        {
-            e.remove();
             self.len -= 1;
-            return;
+            self.free.push(slot);
         }
-        if let Ok(e) = self.shards[shard].find_entry(hash, |(k, _)| k == key) {
-            e.remove();
-            self.len -= 1;
+        if self.len == 0 {
+            self.items = Vec::new();
+            self.free = Vec::new();
         }
     }
 
-    fn index_add(&mut self, pos: usize, value: &str, key: &ObjectKey, log: &mut Log) {
+    fn index_add(&mut self, pos: usize, value: &str, slot: Slot, log: &mut Log) {
+        let items = &self.items;
+        let Some(key) = key_of(items, slot) else {
+            return;
+        };
         let map = &mut self.indexes[pos];
-        let value = match map.get_key_value_mut(value) {
+        let (value, at, len) = match map.get_key_value_mut(value) {
             Some((v, set)) => {
-                set.insert(key);
-                v.clone()
+                let (at, len) = set.insert(slot, key, None, |s| key_of(items, s));
+                (v.clone(), at, len)
             }
             None => {
                 let v: Arc<str> = Arc::from(value);
-                map.insert(v.clone(), KeySet::One(key.clone()));
-                v
+                map.insert(v.clone(), SlotSet::One(slot));
+                (v, NO_POS, 0)
             }
         };
         log.push(Change::IndexAdd {
             index: pos,
             value,
-            key: key.clone(),
+            slot,
+            pos: at,
+            len,
         });
     }
 
-    fn index_remove(&mut self, pos: usize, value: &str, key: &ObjectKey, log: &mut Log) {
+    fn index_remove(&mut self, pos: usize, value: &str, slot: Slot, log: &mut Log) {
+        let Some(key) = key_of(&self.items, slot) else {
+            return;
+        };
         let map = &mut self.indexes[pos];
         let Some((v, set)) = map.get_key_value_mut(value) else {
             return;
         };
-        if !set.contains(key) {
+        if !set.contains(slot, key) {
             return;
         }
-        let value = if set.remove(key) {
+        let (at, empty) = set.remove(slot, key, NO_POS);
+        let value = if empty {
             map.remove_entry(value).map(|(v, _)| v)
         } else {
             Some(v.clone())
@@ -664,28 +742,32 @@ impl Version {
             log.push(Change::IndexRemove {
                 index: pos,
                 value,
-                key: key.clone(),
+                slot,
+                pos: at,
             });
         }
     }
 
-    fn index_remove_everywhere(&mut self, pos: usize, key: &ObjectKey, log: &mut Log) {
+    fn index_remove_everywhere(&mut self, pos: usize, slot: Slot, log: &mut Log) {
+        let Some(key) = key_of(&self.items, slot) else {
+            return;
+        };
         let values: Vec<Arc<str>> = self.indexes[pos]
             .iter()
-            .filter(|(_, set)| set.contains(key))
+            .filter(|(_, set)| set.contains(slot, key))
             .map(|(v, _)| v.clone())
             .collect();
         for v in values {
-            self.index_remove(pos, &v, key, log);
+            self.index_remove(pos, &v, slot, log);
         }
     }
 
-    /// Moves `key` from the values only in `old` to the values only in `new` (both sorted and
+    /// Moves `slot` from the values only in `old` to the values only in `new` (both sorted and
     /// deduplicated); values in both are not touched.
     fn apply_diff(
         &mut self,
         pos: usize,
-        key: &ObjectKey,
+        slot: Slot,
         old: &[String],
         new: &[String],
         log: &mut Log,
@@ -699,20 +781,26 @@ impl Version {
                     j += 1;
                 }
                 (Some(o), Some(n)) if o < n => {
-                    self.index_remove(pos, o, key, log);
+                    self.index_remove(pos, o, slot, log);
                     i += 1;
                 }
                 (Some(o), None) => {
-                    self.index_remove(pos, o, key, log);
+                    self.index_remove(pos, o, slot, log);
                     i += 1;
                 }
                 (_, Some(n)) => {
-                    self.index_add(pos, n, key, log);
+                    self.index_add(pos, n, slot, log);
                     j += 1;
                 }
             }
         }
     }
+}
+
+/// A slot found in a key table is always occupied; this marks the branch that would mean
+/// otherwise (a bug), which is handled as "not found" in release builds.
+fn unreachable_slot() {
+    debug_assert!(false, "a key table names a vacant slot");
 }
 
 /// An index map built off to the side by [`Version::build_indexes`] (keeps the map type

@@ -147,13 +147,13 @@ impl Extend<Op> for Batch {
 
 /// The one writer of a store (the informer). Not `Clone`: one writer, so versions form a line.
 ///
-/// The writer keeps two buffers, each a complete store (items and indexes in plain hash maps;
-/// objects, keys and index values are shared `Arc`s, so a buffer costs pointers, not copies of
-/// objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
+/// The writer keeps two buffers, each a complete store (items in a slab, keys and indexes in
+/// plain hash maps naming slots; objects, keys and index values are shared `Arc`s, so a buffer
+/// costs pointers, not copies of objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
 /// nothing changes it while it is published. A write goes to the *back* buffer, in place, and
 /// is recorded in a log; then the two swap roles with one atomic pointer swap, and the old
-/// front, once no reader is left in it, replays the log (plain inserts and removals; index
-/// functions are not called again) to become the next back buffer. This is the left-right
+/// front, once no reader is left in it, replays the log (slab stores and map changes by slot
+/// number; index functions are not called again, keys are not compared) to become the next back buffer. This is the left-right
 /// scheme, made safe without `unsafe`: "no reader is left" is `Arc::get_mut` succeeding on the
 /// old front after `ArcSwap::swap` (which converts every reader's outstanding load into a
 /// counted reference before it returns).
@@ -286,25 +286,21 @@ impl Writer {
         let current_rv = self.front.resource_version;
         // Everything that can fail happens before anything changes: the index values of every
         // added object.
+        // (Objects' own resourceVersions are parsed while writing, when each object is in
+        // cache anyway; a pass of its own over the batch costs a cache miss per object.)
         let customs = self.front.custom_count();
         let mut values = Vec::new();
-        let mut max_rv = None;
-        for op in &batch.ops {
-            if let Op::Upsert(obj) = op {
-                self.front.custom_values(obj, &mut values)?;
-                if batch.resource_version.is_none() {
-                    max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+        if customs > 0 {
+            for op in &batch.ops {
+                if let Op::Upsert(obj) = op {
+                    self.front.custom_values(obj, &mut values)?;
                 }
             }
         }
-        let rv = batch
-            .resource_version
-            .or(max_rv)
-            .unwrap_or(current_rv)
-            .max(current_rv);
-        if batch.ops.is_empty() && rv == current_rv {
+        if batch.ops.is_empty() && batch.resource_version.is_none_or(|rv| rv <= current_rv) {
             return Ok(Vec::new());
         }
+        let mut max_rv = None;
         self.prepare_back(true);
         let mut log = std::mem::take(&mut self.log);
         let back = Arc::make_mut(&mut self.back);
@@ -313,6 +309,9 @@ impl Writer {
         for op in batch.ops {
             match op {
                 Op::Upsert(obj) => {
+                    if batch.resource_version.is_none() {
+                        max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+                    }
                     let custom = if customs == 0 {
                         &[]
                     } else {
@@ -323,7 +322,11 @@ impl Writer {
                 Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
             }
         }
-        back.resource_version = rv;
+        back.resource_version = batch
+            .resource_version
+            .or(max_rv)
+            .unwrap_or(current_rv)
+            .max(current_rv);
         self.log = log;
         self.publish(false);
         Ok(previous)
