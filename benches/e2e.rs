@@ -18,6 +18,13 @@
 //! (list, generating the events) is not timed. Throughput is events/s; bytes per event of each
 //! encoding are printed at start.
 //!
+//! Diagnostics (environment variables, all off by default): `E2E_THREADSTATS=1` prints, per
+//! HTTP client, each thread's CPU time, run-queue wait, timeslices and context switches over
+//! the timed regions only (from `/proc/self/task`, read just before the release and just after
+//! the last change is seen); `E2E_SKIP_PROBE=1` skips the bytes-per-event probe (for
+//! profiling); `E2E_CHUNK_BYTES=N` sets the simulator's largest watch chunk (default 64 KiB;
+//! 1 = one event per HTTP chunk, as a kube-apiserver writes a backlog).
+//!
 //! Then `e2e-inproc/<size>`, without HTTP for our side: the simulator itself is the
 //! `ListerWatcher` (its watch bodies held until released), for the real etcd Pod (1.5 KB) and
 //! the HEAD Pod (13.6 KB): a raw drain of the simulator's chunks (frames skipped by length),
@@ -107,6 +114,7 @@ impl Env {
                 .initial_objects(OBJECTS)
                 .target_objects(OBJECTS)
                 .history_window(4 * EVENTS as usize)
+                .max_chunk_bytes(env_usize("E2E_CHUNK_BYTES").unwrap_or(64 * 1024))
                 .flow_control(true),
         )
         .unwrap();
@@ -165,10 +173,14 @@ impl Env {
         let client = start(self);
         self.wait_for_watch(before);
         let target = self.sim.step(EVENTS).unwrap();
+        let ts = std::env::var_os("E2E_THREADSTATS").map(|_| thread_stats());
         let t0 = Instant::now();
         self.handle.hold_watches(false);
         let teardown = done(self, client, target);
         let took = t0.elapsed();
+        if let Some(ts) = ts {
+            stats_add(&ts, &thread_stats(), took);
+        }
         teardown();
         took
     }
@@ -186,9 +198,52 @@ impl Env {
     }
 }
 
+/// The newest resourceVersion a client saw, and the waiting bench thread: the client unparks
+/// it once it has seen the target, so the timed wait costs no CPU (a polling wait would take
+/// one of the 2 cores' time from the client being measured).
+struct Finish {
+    last: AtomicU64,
+    /// `u64::MAX` until the bench knows the last change's version.
+    target: AtomicU64,
+    waiter: std::thread::Thread,
+}
+
+impl Finish {
+    /// Waited for by the current thread.
+    fn new() -> Arc<Self> {
+        Arc::new(Finish {
+            last: AtomicU64::new(0),
+            target: AtomicU64::new(u64::MAX),
+            waiter: std::thread::current(),
+        })
+    }
+
+    fn saw(&self, rv: u64) {
+        self.last.fetch_max(rv, Ordering::AcqRel);
+        if rv >= self.target.load(Ordering::Acquire) {
+            self.waiter.unpark();
+        }
+    }
+
+    fn last(&self) -> u64 {
+        self.last.load(Ordering::Acquire)
+    }
+
+    /// Parks until a version at or past `target` was seen (at most 120 s).
+    fn wait(&self, what: &str, target: u64) {
+        self.target.store(target, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while self.last() < target {
+            let now = Instant::now();
+            assert!(now < deadline, "timed out waiting for {what}");
+            std::thread::park_timeout(deadline - now);
+        }
+    }
+}
+
 /// Records the newest resourceVersion a handler saw; optionally decodes every object typed.
 struct Seen {
-    last: Arc<AtomicU64>,
+    finish: Arc<Finish>,
     typed: bool,
 }
 
@@ -199,7 +254,7 @@ impl Seen {
             assert!(pod.spec.is_some());
         }
         if let Some(rv) = parse_resource_version(o.resource_version()) {
-            self.last.fetch_max(rv, Ordering::Release);
+            self.finish.saw(rv);
         }
     }
 }
@@ -368,11 +423,11 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
                 ApiResource::core("v1", "pods", "Pod").with_protobuf(protobuf),
             );
             let informer = Informer::new(lw, InformerConfig::default());
-            let last = Arc::new(AtomicU64::new(0));
+            let last = Finish::new();
             informer
                 .add_event_handler_with_options(
                     Seen {
-                        last: last.clone(),
+                        finish: last.clone(),
                         typed,
                     },
                     HandlerOptions::new().name("seen"),
@@ -382,9 +437,7 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
             (informer, last)
         },
         |_, (informer, last), target| {
-            wait_until("the informer's handler", || {
-                last.load(Ordering::Acquire) >= target
-            });
+            last.wait("the informer's handler", target);
             move || informer.shutdown()
         },
     )
@@ -398,7 +451,7 @@ fn kube_runtime_drain(env: &Env) -> Duration {
     env.drain(
         |env| {
             let (reader, writer) = reflector::store::<Pod>();
-            let last = Arc::new(AtomicU64::new(0));
+            let last = Finish::new();
             let seen = last.clone();
             let api: kube::Api<Pod> = kube::Api::all(client);
             let task = env.client_rt.spawn(
@@ -412,7 +465,7 @@ fn kube_runtime_drain(env: &Env) -> Duration {
                                 .as_deref()
                                 .and_then(parse_resource_version)
                         {
-                            seen.fetch_max(rv, Ordering::Release);
+                            seen.saw(rv);
                         }
                         async {}
                     }),
@@ -420,9 +473,7 @@ fn kube_runtime_drain(env: &Env) -> Duration {
             (task, reader, last)
         },
         |_, (task, reader, last), target| {
-            wait_until("kube-runtime's reflector", || {
-                last.load(Ordering::Acquire) >= target
-            });
+            last.wait("kube-runtime's reflector", target);
             assert!(reader.state().len() >= OBJECTS / 2);
             move || {
                 task.abort();
@@ -445,11 +496,11 @@ fn bytes_per_event(env: &Env) {
                     ApiResource::core("v1", "pods", "Pod").with_protobuf(protobuf),
                 );
                 let informer = Informer::new(lw, InformerConfig::default());
-                let last = Arc::new(AtomicU64::new(0));
+                let last = Finish::new();
                 informer
                     .add_event_handler_with_options(
                         Seen {
-                            last: last.clone(),
+                            finish: last.clone(),
                             typed: false,
                         },
                         HandlerOptions::new().name("seen"),
@@ -459,7 +510,7 @@ fn bytes_per_event(env: &Env) {
                 (informer, last)
             },
             |_, (informer, last), target| {
-                wait_until("the informer", || last.load(Ordering::Acquire) >= target);
+                last.wait("the informer", target);
                 let m = informer.reflector_metrics().unwrap();
                 *b.lock().unwrap() = m.watch_bytes.load(Ordering::Relaxed);
                 move || informer.shutdown()
@@ -616,13 +667,13 @@ fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usi
     p.drain(
         |p| {
             let informer = Informer::new(p.lister_watcher(), InformerConfig::default());
-            let seen: Vec<Arc<AtomicU64>> = (0..handlers)
+            let seen: Vec<Arc<Finish>> = (0..handlers)
                 .map(|i| {
-                    let last = Arc::new(AtomicU64::new(0));
+                    let last = Finish::new();
                     informer
                         .add_event_handler_with_options(
                             Seen {
-                                last: last.clone(),
+                                finish: last.clone(),
                                 typed: false,
                             },
                             HandlerOptions::new().name(format!("seen-{i}")),
@@ -635,9 +686,9 @@ fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usi
             (informer, seen)
         },
         |(informer, seen), target| {
-            wait_until("every handler", || {
-                seen.iter().all(|l| l.load(Ordering::Acquire) >= target)
-            });
+            for l in &seen {
+                l.wait("every handler", target);
+            }
             move || informer.shutdown()
         },
     )
@@ -702,25 +753,33 @@ fn e2e_inproc(c: &mut Criterion) {
 
 fn e2e(c: &mut Criterion) {
     let env = Env::new();
-    bytes_per_event(&env);
+    if std::env::var_os("E2E_SKIP_PROBE").is_none() {
+        bytes_per_event(&env);
+    }
+    STATS.lock().unwrap().take();
     let mut g = c.benchmark_group("e2e-http");
     g.throughput(Throughput::Elements(EVENTS));
     g.sample_size(10);
     g.bench_function("a-raw-socket-drain", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| raw_drain(&env)).sum())
     });
+    stats_print("a");
     g.bench_function("b-informer-protobuf-metadata", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, false)).sum())
     });
+    stats_print("b");
     g.bench_function("c-informer-protobuf-typed", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, true)).sum())
     });
+    stats_print("c");
     g.bench_function("d-informer-json", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, false, false)).sum())
     });
+    stats_print("d");
     g.bench_function("e-kube-runtime-json", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| kube_runtime_drain(&env)).sum())
     });
+    stats_print("e");
     g.finish();
     let Env {
         server_rt,
@@ -734,3 +793,93 @@ fn e2e(c: &mut Criterion) {
 
 criterion_group!(benches, e2e, e2e_inproc);
 criterion_main!(benches);
+
+// ----- diagnostics: per-thread CPU of the timed region (`E2E_THREADSTATS=1`) ---------------
+
+/// A numeric environment variable, if set and valid.
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Per thread (name, tid): [CPU ns, run-queue wait ns, timeslices] from
+/// `/proc/self/task/*/schedstat`, [voluntary, involuntary context switches] from its `status`.
+type ThreadStats = std::collections::HashMap<(String, u64), [u64; 5]>;
+
+fn thread_stats() -> ThreadStats {
+    let mut out = std::collections::HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in dir.flatten() {
+        let p = t.path();
+        let tid: u64 = t.file_name().to_string_lossy().parse().unwrap_or(0);
+        let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+        let sched = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
+        let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
+        let mut v = [0u64; 5];
+        for (i, f) in sched.split_whitespace().take(3).enumerate() {
+            v[i] = f.parse().unwrap_or(0);
+        }
+        for l in status.lines() {
+            if let Some(x) = l.strip_prefix("voluntary_ctxt_switches:") {
+                v[3] = x.trim().parse().unwrap_or(0);
+            }
+            if let Some(x) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
+                v[4] = x.trim().parse().unwrap_or(0);
+            }
+        }
+        out.insert((comm.trim().to_string(), tid), v);
+    }
+    out
+}
+
+/// Timed drains since the last print: their count, their wall time, and per thread name the
+/// sums of the [`ThreadStats`] differences over their timed regions.
+type StatsSum = (u64, Duration, std::collections::BTreeMap<String, [u64; 5]>);
+
+static STATS: Mutex<Option<StatsSum>> = Mutex::new(None);
+
+/// Adds one timed region (thread stats at its start and end) to [`STATS`].
+fn stats_add(before: &ThreadStats, after: &ThreadStats, took: Duration) {
+    let mut g = STATS.lock().unwrap();
+    let (n, t, m) = g.get_or_insert_with(Default::default);
+    *n += 1;
+    *t += took;
+    for (k, a) in after {
+        let b = before.get(k).copied().unwrap_or([0; 5]);
+        let e = m.entry(k.0.clone()).or_default();
+        for (e, (a, b)) in e.iter_mut().zip(a.iter().zip(b)) {
+            *e += a.saturating_sub(b);
+        }
+    }
+}
+
+/// Prints and resets [`STATS`]: per thread name, CPU and run-queue wait as % of the timed
+/// wall time, timeslices and context switches per event.
+fn stats_print(label: &str) {
+    let Some((n, t, m)) = STATS.lock().unwrap().take() else {
+        return;
+    };
+    let wall = t.as_nanos() as f64;
+    eprintln!(
+        "threadstats {label}: {n} drains, {:.1} ms wall each, {:.0} events/s",
+        wall / n as f64 / 1e6,
+        (n * EVENTS) as f64 / t.as_secs_f64()
+    );
+    let mut tot = 0.0;
+    for (k, v) in &m {
+        if v[0] == 0 && v[3] == 0 {
+            continue;
+        }
+        tot += v[0] as f64;
+        eprintln!(
+            "  {k:>20}: cpu {:5.1} % of wall, runq-wait {:5.1} %, slices/event {:.3}, vol cs/event {:.3}, invol cs/event {:.3}",
+            v[0] as f64 / wall * 100.0,
+            v[1] as f64 / wall * 100.0,
+            v[2] as f64 / (n * EVENTS) as f64,
+            v[3] as f64 / (n * EVENTS) as f64,
+            v[4] as f64 / (n * EVENTS) as f64,
+        );
+    }
+    eprintln!("  total cpu {:.2} cores", tot / wall);
+}
