@@ -109,10 +109,11 @@ fn allocations_per_decoded_object() {
         watch_allocs <= 7.5,
         "watch frame: {watch_allocs} allocations per object"
     );
-    // Everything allocated for an object is freed with it.
+    // Everything allocated for an object is freed with it (the watch decoder's own buffers,
+    // a few allocations over the whole stream, stay with the decoder).
     assert!(pb_frees >= pb_allocs - 0.01, "{pb_frees} < {pb_allocs}");
     assert!(
-        watch_frees >= watch_allocs - 0.01,
+        watch_frees >= watch_allocs - 0.1,
         "{watch_frees} < {watch_allocs}"
     );
     // JSON: the metadata vectors, the GVK, and serde's temporaries (the entry lists read before
