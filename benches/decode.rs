@@ -63,8 +63,8 @@ fn watch_stream(c: &mut Criterion) {
     let mut stream = Vec::new();
     for i in 0..1000 {
         let mut m = pod.meta().clone();
-        m.name = format!("pod-{i}");
-        m.resource_version = (i + 1).to_string();
+        m.name = format!("pod-{i}").into();
+        m.resource_version = (i + 1).to_string().into();
         object::encode_watch_frame(
             &WatchEvent::Modified(pod.with_meta(m).unwrap()),
             &mut stream,

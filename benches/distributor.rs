@@ -63,9 +63,9 @@ fn events(n: usize) -> Events {
     let notes: Vec<Notification> = (0..n)
         .map(|i| {
             let meta = ObjectMeta {
-                name: format!("cm-{}", i % 1000),
+                name: format!("cm-{}", i % 1000).into(),
                 namespace: "bench".into(),
-                resource_version: i.to_string(),
+                resource_version: i.to_string().into(),
                 ..ObjectMeta::default()
             };
             let o = Arc::new(Object::from_parts(

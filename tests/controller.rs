@@ -340,20 +340,20 @@ async fn large_cluster_under_a_long_flood() {
 
 fn pod_with(owner: Option<(&str, &str, &str, bool)>, hash: Option<&str>) -> object::Object {
     let mut meta = ObjectMeta {
-        name: "web-7d4b9c8f5-x2x9z".to_owned(),
-        namespace: "shop".to_owned(),
+        name: "web-7d4b9c8f5-x2x9z".to_owned().into(),
+        namespace: "shop".to_owned().into(),
         ..ObjectMeta::default()
     };
     if let Some(h) = hash {
         meta.labels
-            .insert("pod-template-hash".to_owned(), h.to_owned());
+            .insert("pod-template-hash".to_owned().into(), h.to_owned().into());
     }
     if let Some((api_version, kind, name, controller)) = owner {
         meta.owner_references.push(OwnerReference {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            uid: "0b5b0c8e-8f3e-4f57-9d55-2b1c2e1e7b11".to_owned(),
+            api_version: api_version.to_owned().into(),
+            kind: kind.to_owned().into(),
+            name: name.to_owned().into(),
+            uid: "0b5b0c8e-8f3e-4f57-9d55-2b1c2e1e7b11".to_owned().into(),
             controller: Some(controller),
             block_owner_deletion: Some(true),
         });
@@ -428,7 +428,7 @@ fn simulated_pods_belong_to_the_simulated_deployment_of_their_app() {
     for pod in p.truth().objects.values() {
         let key = deployment_of(pod).expect("every simulated Pod has a Deployment owner");
         assert_eq!(key.namespace(), pod.namespace());
-        assert_eq!(key.name(), pod.meta().labels["app"]);
+        assert_eq!(pod.meta().labels["app"], key.name());
         owned += usize::from(deployments.objects.contains_key(&key));
     }
     assert!(
@@ -437,7 +437,7 @@ fn simulated_pods_belong_to_the_simulated_deployment_of_their_app() {
     );
     for (key, dep) in &deployments.objects {
         assert!(dep.meta().owner_references.is_empty());
-        assert_eq!(key.name(), dep.meta().labels["app"]);
+        assert_eq!(dep.meta().labels["app"], key.name());
         assert!(!dep.meta().labels.contains_key("pod-template-hash"));
     }
 }

@@ -15,9 +15,9 @@ use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta
 
 fn obj(name: &str, rv: u64) -> Arc<Object> {
     let meta = ObjectMeta {
-        name: name.to_owned(),
-        namespace: "ns".to_owned(),
-        resource_version: rv.to_string(),
+        name: name.to_owned().into(),
+        namespace: "ns".to_owned().into(),
+        resource_version: rv.to_string().into(),
         ..ObjectMeta::default()
     };
     Arc::new(Object::from_parts(

@@ -19,9 +19,9 @@ fn fan_out_throughput() {
     let objs: Vec<Arc<Object>> = (0..1000)
         .map(|i| {
             let meta = ObjectMeta {
-                name: format!("o{i}"),
+                name: format!("o{i}").into(),
                 namespace: "ns".into(),
-                resource_version: i.to_string(),
+                resource_version: i.to_string().into(),
                 ..ObjectMeta::default()
             };
             Arc::new(Object::from_parts(

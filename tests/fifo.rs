@@ -15,9 +15,9 @@ type Shape = Vec<(DeltaType, String, bool)>;
 
 fn obj(name: &str, rv: &str) -> Arc<Object> {
     let meta = ObjectMeta {
-        name: name.to_owned(),
-        namespace: "ns".to_owned(),
-        resource_version: rv.to_owned(),
+        name: name.to_owned().into(),
+        namespace: "ns".to_owned().into(),
+        resource_version: rv.to_owned().into(),
         ..ObjectMeta::default()
     };
     Arc::new(Object::from_parts(
@@ -394,7 +394,7 @@ fn transform_applies_before_queueing() {
     for item in &batch {
         for d in &item.deltas {
             let label = d.object.object().meta().labels.get("transformed");
-            assert_eq!(label.map(String::as_str), Some("yes"), "{:?}", item.key);
+            assert_eq!(label.map(|s| &**s), Some("yes"), "{:?}", item.key);
         }
     }
 }

@@ -50,7 +50,7 @@ fn owner_reference_given_as_an_array_is_rejected() {
     ))
     .unwrap();
     let r = &o.meta().owner_references[0];
-    assert_eq!((r.kind.as_str(), r.name.as_str()), ("ReplicaSet", "rs"));
+    assert_eq!((&*r.kind, &*r.name), ("ReplicaSet", "rs"));
     assert_eq!(r.controller, Some(true));
 }
 

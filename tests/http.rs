@@ -248,7 +248,7 @@ fn watch_semantics_over_http() {
                         o.meta()
                             .annotations
                             .get("k8s.io/initial-events-end")
-                            .map(String::as_str),
+                            .map(|s| &**s),
                         Some("true")
                     );
                     assert_eq!(o.resource_version(), sim.resource_version().to_string());

@@ -14,7 +14,7 @@ use informer::informer::{
     AlreadyStarted, HandlerOptions, Informer, InformerConfig, LabelSelector, Registration,
     TypedLister,
 };
-use informer::object::{Object, ObjectKey};
+use informer::object::{Object, ObjectKey, StrMap};
 use informer::sim::SimServer;
 
 mod views;
@@ -349,7 +349,7 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
         .set_transform(|o: Arc<Object>| {
             let mut meta = o.meta().clone();
             meta.annotations
-                .insert("transformed".to_owned(), "yes".to_owned());
+                .insert("transformed".to_owned().into(), "yes".to_owned().into());
             Arc::new(o.with_meta(meta).unwrap())
         })
         .unwrap();
@@ -357,7 +357,7 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
     let s = seen.clone();
     informer
         .add_event_handler(HandlerFns::new().with_add(move |o, _| {
-            if o.meta().annotations.get("transformed").map(String::as_str) == Some("yes") {
+            if o.meta().annotations.get("transformed").map(|s| &**s) == Some("yes") {
                 s.fetch_add(1, Ordering::SeqCst);
             }
         }))
@@ -482,7 +482,7 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
         let mut by_hand: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
         for (k, o) in snap.iter() {
             by_hand
-                .entry(o.meta().labels["app"].clone())
+                .entry(o.meta().labels["app"].to_string())
                 .or_default()
                 .push(k.clone());
         }
@@ -522,7 +522,7 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
 
 #[test]
 fn label_selectors_parse_as_upstream_and_reject_bad_input() {
-    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+    let labels = |pairs: &[(&str, &str)]| -> StrMap {
         pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -564,7 +564,7 @@ fn label_selectors_parse_as_upstream_and_reject_bad_input() {
 /// values, `>`/`<`, and key/value validation.
 #[test]
 fn label_selectors_follow_upstream_edge_cases() {
-    let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+    let labels = |pairs: &[(&str, &str)]| -> StrMap {
         pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

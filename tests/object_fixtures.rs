@@ -1,11 +1,10 @@
 //! The decoders against real Kubernetes bytes in `../shared/fixtures` (read in place, never
 //! copied into the repository).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use informer::object::{self, Encoding, ObjectMeta, Time};
+use informer::object::{self, Encoding, ObjectMeta, StrMap, Time};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -35,7 +34,7 @@ fn ts(v: &Value, k: &str) -> Option<i64> {
     Some(t.parse::<jiff::Timestamp>().unwrap().as_second())
 }
 
-fn map(v: &Value, k: &str) -> BTreeMap<String, String> {
+fn map(v: &Value, k: &str) -> StrMap {
     v.get(k)
         .and_then(Value::as_object)
         .map(|m| {
@@ -234,10 +233,7 @@ fn head_pod_metadata_is_exact() {
             nanos: 0
         })
     );
-    assert_eq!(
-        m.labels.get("labelsKey").map(String::as_str),
-        Some("labelsValue")
-    );
+    assert_eq!(m.labels.get("labelsKey").map(|s| &**s), Some("labelsValue"));
     assert_eq!(m.owner_references[0].controller, Some(true));
     assert_eq!(m.finalizers, vec!["finalizersValue".to_owned()]);
     // managedFields are kept raw and decode on demand.
@@ -252,13 +248,10 @@ fn typed_decode_agrees_with_metadata_path() {
     let pod: k8s_pb::api::core::v1::Pod = obj.decode().unwrap();
     let pm = pod.metadata.as_ref().unwrap();
     let m = obj.meta();
-    assert_eq!(pm.name.as_deref(), Some(m.name.as_str()));
-    assert_eq!(pm.namespace.as_deref(), Some(m.namespace.as_str()));
-    assert_eq!(pm.uid.as_deref(), Some(m.uid.as_str()));
-    assert_eq!(
-        pm.resource_version.as_deref(),
-        Some(m.resource_version.as_str())
-    );
+    assert_eq!(pm.name.as_deref(), Some(&*m.name));
+    assert_eq!(pm.namespace.as_deref(), Some(&*m.namespace));
+    assert_eq!(pm.uid.as_deref(), Some(&*m.uid));
+    assert_eq!(pm.resource_version.as_deref(), Some(&*m.resource_version));
     assert_eq!(pm.generation, m.generation);
     assert_eq!(
         pm.creation_timestamp.as_ref().and_then(|t| t.seconds),
@@ -266,14 +259,20 @@ fn typed_decode_agrees_with_metadata_path() {
     );
     assert_eq!(pm.labels.len(), m.labels.len());
     for (k, v) in &m.labels {
-        assert_eq!(pm.labels.get(k), Some(v));
+        assert_eq!(pm.labels.get(&**k).map(|s| &**s), Some(&**v));
     }
     assert_eq!(pm.owner_references.len(), m.owner_references.len());
     assert_eq!(
         pm.owner_references[0].uid.as_deref(),
-        Some(m.owner_references[0].uid.as_str())
+        Some(&*m.owner_references[0].uid)
     );
-    assert_eq!(pm.finalizers, m.finalizers);
+    assert_eq!(
+        pm.finalizers,
+        m.finalizers
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+    );
     assert_eq!(pm.managed_fields.len(), m.managed_fields.len());
     // The rest of the object is there too.
     assert_eq!(

@@ -24,11 +24,11 @@ fn pods(n: usize) -> Vec<Object> {
     (0..n)
         .map(|i| {
             let mut m = base.meta().clone();
-            m.name = format!("pod-{i}");
-            m.namespace = format!("ns-{}", i % 3);
-            m.uid = format!("uid-{i}");
-            m.resource_version = (100 + i).to_string();
-            m.labels.insert("app".into(), format!("a{}", i % 2));
+            m.name = format!("pod-{i}").into();
+            m.namespace = format!("ns-{}", i % 3).into();
+            m.uid = format!("uid-{i}").into();
+            m.resource_version = (100 + i).to_string().into();
+            m.labels.insert("app".into(), format!("a{}", i % 2).into());
             base.with_meta(m).unwrap()
         })
         .collect()
@@ -42,8 +42,8 @@ fn json_pods(n: usize) -> Vec<Object> {
     (0..n)
         .map(|i| {
             let mut m = base.meta().clone();
-            m.name = format!("am-{i}");
-            m.resource_version = (7 + i).to_string();
+            m.name = format!("am-{i}").into();
+            m.resource_version = (7 + i).to_string().into();
             base.with_meta(m).unwrap()
         })
         .collect()
@@ -242,7 +242,7 @@ fn bookmark_and_error_events_decode() {
             b.meta()
                 .annotations
                 .get("k8s.io/initial-events-end")
-                .map(String::as_str),
+                .map(|s| &**s),
             Some("true")
         );
         let WatchEvent::Error(s) = &got[got.len() - 1] else {

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use informer::object::{DEFAULT_FRAME_LIMIT, ObjectKey, WatchDecoder, WatchEvent, decode_list};
+use informer::object::{
+    DEFAULT_FRAME_LIMIT, ObjectKey, Str, WatchDecoder, WatchEvent, decode_list,
+};
 use informer::reflector::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions};
 use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
 
@@ -626,7 +628,7 @@ async fn streaming_initial_events_end_with_the_annotated_bookmark() {
                     b.meta()
                         .annotations
                         .get("k8s.io/initial-events-end")
-                        .map(String::as_str),
+                        .map(|s| &**s),
                     Some("true"),
                     "{what}"
                 );
@@ -878,17 +880,14 @@ async fn pods_are_owned_by_their_namespaces_replica_set_of_their_app() {
     )
     .unwrap();
     // (namespace, app) → the owner's (name, uid), which must be one per pair.
-    let mut owners: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    let mut owners: BTreeMap<(Str, Str), (Str, Str)> = BTreeMap::new();
     for pod in sim.truth().objects.values() {
         let m = pod.meta();
         let [o] = m.owner_references.as_slice() else {
             panic!("{}: one owner", pod.key());
         };
         let hash = &m.labels["pod-template-hash"];
-        assert_eq!(
-            (o.kind.as_str(), o.api_version.as_str()),
-            ("ReplicaSet", "apps/v1")
-        );
+        assert_eq!((&*o.kind, &*o.api_version), ("ReplicaSet", "apps/v1"));
         assert_eq!(o.controller, Some(true));
         assert_eq!(o.name, format!("{}-{hash}", m.labels["app"]));
         let k = (m.namespace.clone(), m.labels["app"].clone());
@@ -924,10 +923,7 @@ async fn update_template_moves_objects_between_templates() {
             phases.insert(phase_of(&o));
             generations.push(o.meta().generation.unwrap());
             // Metadata is the object's whatever the template.
-            assert_eq!(
-                (o.meta().uid.as_str(), o.name()),
-                (first.meta().uid.as_str(), "p")
-            );
+            assert_eq!((&*o.meta().uid, o.name()), (&*first.meta().uid, "p"));
         }
         assert_eq!(generations, (2..42).collect::<Vec<i64>>());
         if expect_moves {

@@ -29,9 +29,9 @@ const KEYS: u64 = 1_000;
 
 fn obj(gvk: &Arc<GroupVersionKind>, i: u64) -> Arc<Object> {
     let meta = ObjectMeta {
-        name: format!("k{}", i % KEYS),
-        namespace: "ns".to_owned(),
-        resource_version: i.to_string(),
+        name: format!("k{}", i % KEYS).into(),
+        namespace: "ns".to_owned().into(),
+        resource_version: i.to_string().into(),
         ..ObjectMeta::default()
     };
     Arc::new(Object::from_parts(

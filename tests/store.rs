@@ -1,7 +1,6 @@
 //! Store tests: named cases, reads, waits, and a concurrency test of atomic batches.
 //! The model-based proptest lives in `tests/store_model.rs`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,13 +18,13 @@ const SHARDS: [usize; 3] = [1, 2, 64];
 
 fn pod(ns: &str, name: &str, uid: &str, labels: &[(&str, &str)]) -> Arc<Object> {
     let meta = ObjectMeta {
-        name: name.to_owned(),
-        namespace: ns.to_owned(),
-        uid: uid.to_owned(),
+        name: name.to_owned().into(),
+        namespace: ns.to_owned().into(),
+        uid: uid.to_owned().into(),
         labels: labels
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect::<BTreeMap<_, _>>(),
+            .collect(),
         ..ObjectMeta::default()
     };
     Arc::new(Object::from_parts(
@@ -299,7 +298,7 @@ fn index_error_on_second_indexer_rejects_whole_batch() {
                 .meta()
                 .labels
                 .get("vals")
-                .map(|v| IndexValues::from_elem(v.clone(), 1))
+                .map(|v| IndexValues::from_elem(v.to_string(), 1))
                 .unwrap_or_default())
         }
     });

@@ -4,7 +4,6 @@
 //! Its own test binary, so that no other test allocates while it measures.
 
 use std::alloc::System;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,10 +16,10 @@ static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 fn pod(name: &str, uid: &str) -> Arc<Object> {
     let meta = ObjectMeta {
-        name: name.to_owned(),
-        namespace: "ns".to_owned(),
-        uid: uid.to_owned(),
-        labels: BTreeMap::from([("app".to_owned(), "churn".to_owned())]),
+        name: name.to_owned().into(),
+        namespace: "ns".to_owned().into(),
+        uid: uid.to_owned().into(),
+        labels: [("app", "churn")].into_iter().collect(),
         ..ObjectMeta::default()
     };
     Arc::new(Object::from_parts(

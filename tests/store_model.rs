@@ -24,18 +24,23 @@ fn strict() -> IndexFunc {
         if o.meta().labels.contains_key("bad") {
             return Err(IndexError::new("bad"));
         }
-        Ok(o.meta().labels.get("k0").cloned().into_iter().collect())
+        Ok(o.meta()
+            .labels
+            .get("k0")
+            .map(|v| v.to_string())
+            .into_iter()
+            .collect())
     })
 }
 
 /// Fails on objects with `k1=v1`; else every label value, possibly repeated.
 fn picky() -> IndexFunc {
     index_func(|o| {
-        if o.meta().labels.get("k1").map(String::as_str) == Some("v1") {
+        if o.meta().labels.get("k1").map(|s| &**s) == Some("v1") {
             return Err(IndexError::new("picky"));
         }
-        let mut v: IndexValues = o.meta().labels.values().cloned().collect();
-        v.extend(o.meta().labels.values().cloned());
+        let mut v: IndexValues = o.meta().labels.values().map(|v| v.to_string()).collect();
+        v.extend(o.meta().labels.values().map(|v| v.to_string()));
         Ok(v)
     })
 }
@@ -70,18 +75,19 @@ impl Spec {
 
     fn build(&self) -> Arc<Object> {
         let mut meta = ObjectMeta {
-            name: format!("n{}", self.name),
-            namespace: self.namespace(),
-            uid: format!("u{}", self.name % 3),
+            name: format!("n{}", self.name).into(),
+            namespace: self.namespace().into(),
+            uid: format!("u{}", self.name % 3).into(),
             resource_version: if self.rv == 0 {
-                String::new()
+                String::new().into()
             } else {
-                self.rv.to_string()
+                self.rv.to_string().into()
             },
             ..ObjectMeta::default()
         };
         for (k, v) in &self.labels {
-            meta.labels.insert(format!("k{k}"), format!("v{v}"));
+            meta.labels
+                .insert(format!("k{k}").into(), format!("v{v}").into());
         }
         if self.bad {
             meta.labels.insert("bad".into(), "1".into());
@@ -90,7 +96,7 @@ impl Spec {
             .owners
             .iter()
             .map(|o| OwnerReference {
-                uid: format!("o{o}"),
+                uid: format!("o{o}").into(),
                 ..OwnerReference::default()
             })
             .collect();

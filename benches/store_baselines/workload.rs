@@ -79,25 +79,26 @@ impl Workload {
         let mut updates = Vec::with_capacity(if extras { n / UPDATE_STRIDE + 1 } else { 0 });
         for i in 0..n {
             let mut meta = template.meta().clone();
-            meta.name = name(i);
-            meta.generate_name = format!("job-{}-", i / PER_OWNER);
-            meta.namespace = format!("ns-{}", i / PER_NAMESPACE);
-            meta.uid = uid(i, 0);
-            meta.resource_version = (1000 + i).to_string();
+            meta.name = name(i).into();
+            meta.generate_name = format!("job-{}-", i / PER_OWNER).into();
+            meta.namespace = format!("ns-{}", i / PER_NAMESPACE).into();
+            meta.uid = uid(i, 0).into();
+            meta.resource_version = (1000 + i).to_string().into();
             let owner = uid(i / PER_OWNER, 1);
-            meta.labels.insert("controller-uid".into(), owner.clone());
             meta.labels
-                .insert("job-name".into(), format!("job-{}", i / PER_OWNER));
+                .insert("controller-uid".into(), owner.clone().into());
+            meta.labels
+                .insert("job-name".into(), format!("job-{}", i / PER_OWNER).into());
             for o in &mut meta.owner_references {
-                o.uid = owner.clone();
-                o.name = format!("job-{}", i / PER_OWNER);
+                o.uid = owner.clone().into();
+                o.name = format!("job-{}", i / PER_OWNER).into();
             }
             let obj = template.with_meta(meta.clone()).expect("re-key");
             if extras {
                 keys.push(obj.key());
             }
             if extras && i % UPDATE_STRIDE == 0 {
-                meta.resource_version = (10_000_000 + i).to_string();
+                meta.resource_version = (10_000_000 + i).to_string().into();
                 updates.push(Arc::new(template.with_meta(meta).expect("re-key")));
             }
             objects.push(Arc::new(obj));
@@ -119,7 +120,13 @@ impl Workload {
                     m.namespace = Some(o.namespace().to_owned());
                     m.uid = Some(o.uid().to_owned());
                     m.resource_version = Some(o.resource_version().to_owned());
-                    m.labels = Some(o.meta().labels.clone());
+                    m.labels = Some(
+                        o.meta()
+                            .labels
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    );
                     p
                 })
                 .collect()

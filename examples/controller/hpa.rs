@@ -78,7 +78,7 @@ pub(crate) fn deployment_of(pod: &Object) -> Option<ObjectKey> {
         return None;
     }
     let hash = meta.labels.get(POD_TEMPLATE_HASH)?;
-    let name = owner.name.strip_suffix(hash.as_str())?.strip_suffix('-')?;
+    let name = owner.name.strip_suffix(&**hash)?.strip_suffix('-')?;
     (!name.is_empty()).then(|| ObjectKey::new(&meta.namespace, name))
 }
 

@@ -12,7 +12,9 @@
 
 #![no_main]
 
-use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta};
+use std::collections::BTreeMap;
+
+use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta, StrMap};
 use informer::wire::meta as pb;
 use informer_fuzz::assert_raw_in;
 use libfuzzer_sys::fuzz_target;
@@ -96,9 +98,18 @@ fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
         m.deletion_grace_period_seconds, p.deletion_grace_period_seconds,
         "deletionGracePeriodSeconds"
     );
-    assert_eq!(m.labels, p.labels, "labels");
-    assert_eq!(m.annotations, p.annotations, "annotations");
-    assert_eq!(m.finalizers, p.finalizers, "finalizers");
+    let ours = |map: &StrMap| -> Vec<(String, String)> {
+        map.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let theirs = |map: &BTreeMap<String, String>| -> Vec<(String, String)> {
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    assert_eq!(ours(&m.labels), theirs(&p.labels), "labels");
+    assert_eq!(ours(&m.annotations), theirs(&p.annotations), "annotations");
+    assert!(
+        m.finalizers.iter().map(|f| &**f).eq(p.finalizers.iter().map(String::as_str)),
+        "finalizers"
+    );
     assert_eq!(
         m.owner_references.len(),
         p.owner_references.len(),

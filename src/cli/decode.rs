@@ -362,7 +362,7 @@ fn print_text(file: &str, item: &Item) {
                         .unwrap_or(0);
                     format!("{}… ({} bytes)", &v[..cut], v.len())
                 } else {
-                    v.clone()
+                    v.to_string()
                 };
                 println!("  annotation:        {k}={v}");
             }

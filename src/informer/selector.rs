@@ -1,8 +1,9 @@
 //! [`LabelSelector`]: Kubernetes label selector strings (`apimachinery/pkg/labels/selector.go`,
 //! `Parse`), matched against an object's labels.
 
-use std::collections::BTreeMap;
 use std::fmt;
+
+use crate::object::StrMap;
 
 /// Longest selector string accepted, bytes (selectors come from configuration, but a bound
 /// keeps a bad one from costing much).
@@ -21,11 +22,11 @@ pub const MAX_SELECTOR_LEN: usize = 64 * 1024;
 ///
 /// # Examples
 /// ```
-/// use std::collections::BTreeMap;
+/// use informer::object::StrMap;
 /// use informer::informer::LabelSelector;
 ///
 /// let sel: LabelSelector = "app=web,tier in (front,edge),!legacy".parse().unwrap();
-/// let labels = BTreeMap::from([("app".to_owned(), "web".to_owned()), ("tier".to_owned(), "edge".to_owned())]);
+/// let labels: StrMap = [("app", "web"), ("tier", "edge")].into_iter().collect();
 /// assert!(sel.matches(&labels));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,19 +75,19 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &StrMap) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Exists(k) => labels.contains_key(k),
             Requirement::NotExists(k) => !labels.contains_key(k),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.iter().any(|x| v == x)),
+            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.iter().any(|x| v == x)),
             Requirement::GreaterThan(k, n) => int_label(labels, k).is_some_and(|v| v > *n),
             Requirement::LessThan(k, n) => int_label(labels, k).is_some_and(|v| v < *n),
         })
     }
 }
 
-fn int_label(labels: &BTreeMap<String, String>, key: &str) -> Option<i64> {
+fn int_label(labels: &StrMap, key: &str) -> Option<i64> {
     labels.get(key).and_then(|v| v.parse().ok())
 }
 

@@ -2,7 +2,7 @@
 //! and `metadata` are decoded; the rest of the document is skipped by serde without building
 //! values, and the object keeps the input's bytes.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
+use super::text::{Str, StrMap};
 use super::value::{Encoding, Object};
 
 /// A `T` read only from a JSON object. serde's derived structs also accept a JSON array (the
@@ -73,58 +74,189 @@ pub(crate) struct Head<'a> {
     pub(crate) metadata: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize, Serialize, Default)]
+/// A JSON string as serde_json hands it over: borrowed from the input when it holds no escape,
+/// else unescaped into its own `String`.
+#[derive(Default)]
+struct JStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for JStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = JStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<JStr<'de>, E> {
+                Ok(JStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<JStr<'de>, E> {
+                Ok(JStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<JStr<'de>, E> {
+                Ok(JStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A JSON object of strings, entries in document order.
+struct JMap<'a>(Vec<(JStr<'a>, JStr<'a>)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for JMap<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = JMap<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JMap<'a>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(e) = map.next_entry::<JStr<'a>, JStr<'a>>()? {
+                    out.push(e);
+                }
+                Ok(JMap(out))
+            }
+        }
+        d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// The `metadata` members we decode, as read (strings borrowed where possible).
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct JsonMeta<'a> {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    generate_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    namespace: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    uid: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    resource_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, borrow)]
+    name: Option<JStr<'a>>,
+    #[serde(default, borrow)]
+    generate_name: Option<JStr<'a>>,
+    #[serde(default, borrow)]
+    namespace: Option<JStr<'a>>,
+    #[serde(default, borrow)]
+    uid: Option<JStr<'a>>,
+    #[serde(default, borrow)]
+    resource_version: Option<JStr<'a>>,
+    #[serde(default)]
     generation: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    creation_timestamp: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    deletion_timestamp: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, borrow)]
+    creation_timestamp: Option<JStr<'a>>,
+    #[serde(default, borrow)]
+    deletion_timestamp: Option<JStr<'a>>,
+    #[serde(default)]
     deletion_grace_period_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    annotations: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        deserialize_with = "opt_objects",
-        skip_serializing_if = "Option::is_none"
-    )]
-    owner_references: Option<Vec<JsonOwnerRef>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    finalizers: Option<Vec<String>>,
-    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    #[serde(default, borrow)]
+    labels: Option<JMap<'a>>,
+    #[serde(default, borrow)]
+    annotations: Option<JMap<'a>>,
+    #[serde(default, borrow, deserialize_with = "opt_objects")]
+    owner_references: Option<Vec<JsonOwnerRef<'a>>>,
+    #[serde(default, borrow)]
+    finalizers: Option<Vec<JStr<'a>>>,
+    #[serde(default, borrow)]
     managed_fields: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize, Serialize, Default)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct JsonOwnerRef {
+struct JsonOwnerRef<'a> {
+    #[serde(default, borrow)]
+    api_version: JStr<'a>,
+    #[serde(default, borrow)]
+    kind: JStr<'a>,
+    #[serde(default, borrow)]
+    name: JStr<'a>,
+    #[serde(default, borrow)]
+    uid: JStr<'a>,
     #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    uid: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     controller: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     block_owner_deletion: Option<bool>,
+}
+
+/// `metadata` as written (same members and order as [`JsonMeta`]).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonMetaOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generate_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<&'a StrMap>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a StrMap>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_references: Option<Vec<JsonOwnerRefOut<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finalizers: Option<Vec<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    managed_fields: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonOwnerRefOut<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    controller: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block_owner_deletion: Option<bool>,
+}
+
+/// Turns decoded JSON strings into [`Str`]s: a borrowed string becomes a slice of the
+/// metadata's bytes (no copy), an unescaped one takes over its `String`.
+struct Slicer {
+    /// The `metadata` member's text; borrowed strings lie inside it.
+    text: Str,
+}
+
+impl Slicer {
+    fn str(&self, s: JStr<'_>) -> Str {
+        match s.0 {
+            Cow::Borrowed(b) => {
+                let start = (b.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
+                if start <= self.text.len() && b.len() <= self.text.len() - start {
+                    self.text.slice_ref(b)
+                } else {
+                    // Not from the metadata text (cannot happen with serde_json): copy it.
+                    Str::from(b)
+                }
+            }
+            Cow::Owned(o) => Str::from(o),
+        }
+    }
+
+    fn opt(&self, s: Option<JStr<'_>>) -> Str {
+        s.map(|s| self.str(s)).unwrap_or_default()
+    }
+
+    fn map(&self, m: Option<JMap<'_>>) -> StrMap {
+        let mut out = StrMap::new();
+        for (k, v) in m.map(|m| m.0).unwrap_or_default() {
+            out.push_unordered(self.str(k), self.str(v));
+        }
+        out.finish();
+        out
+    }
 }
 
 fn json_err(e: &serde_json::Error, base: u64) -> DecodeError {
@@ -141,6 +273,7 @@ fn parse_time(s: &str) -> Result<Time, String> {
 }
 
 /// Decodes a JSON `metadata` member. `base` is its offset in the input, for error messages.
+/// Strings without escapes become slices of `input` (which must hold `raw`).
 pub(crate) fn decode_meta(
     input: &Bytes,
     raw: &RawValue,
@@ -148,8 +281,17 @@ pub(crate) fn decode_meta(
 ) -> Result<ObjectMeta, DecodeError> {
     let ObjectOnly(m): ObjectOnly<JsonMeta<'_>> =
         serde_json::from_str(raw.get()).map_err(|e| json_err(&e, base))?;
-    let time = |s: Option<String>| -> Result<Option<Time>, DecodeError> {
-        s.map(|s| parse_time(&s))
+    let text = raw.get();
+    let start = offset_in(input, text.as_bytes()) as usize;
+    let text = if start <= input.len() && text.len() <= input.len() - start {
+        // A `&str` is UTF-8: the check cannot fail, it only costs one pass over the metadata.
+        Str::try_from(input.slice(start..start + text.len())).unwrap_or_else(|_| Str::from(text))
+    } else {
+        Str::from(text)
+    };
+    let sl = Slicer { text };
+    let time = |s: Option<JStr<'_>>| -> Result<Option<Time>, DecodeError> {
+        s.map(|s| parse_time(&s.0))
             .transpose()
             .map_err(|message| DecodeError::Json {
                 offset: base,
@@ -159,31 +301,36 @@ pub(crate) fn decode_meta(
             })
     };
     Ok(ObjectMeta {
-        name: m.name.unwrap_or_default(),
-        generate_name: m.generate_name.unwrap_or_default(),
-        namespace: m.namespace.unwrap_or_default(),
-        uid: m.uid.unwrap_or_default(),
-        resource_version: m.resource_version.unwrap_or_default(),
+        name: sl.opt(m.name),
+        generate_name: sl.opt(m.generate_name),
+        namespace: sl.opt(m.namespace),
+        uid: sl.opt(m.uid),
+        resource_version: sl.opt(m.resource_version),
         generation: m.generation,
         creation_timestamp: time(m.creation_timestamp)?,
         deletion_timestamp: time(m.deletion_timestamp)?,
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        labels: m.labels.unwrap_or_default(),
-        annotations: m.annotations.unwrap_or_default(),
+        labels: sl.map(m.labels),
+        annotations: sl.map(m.annotations),
         owner_references: m
             .owner_references
             .unwrap_or_default()
             .into_iter()
             .map(|o| OwnerReference {
-                api_version: o.api_version,
-                kind: o.kind,
-                name: o.name,
-                uid: o.uid,
+                api_version: sl.str(o.api_version),
+                kind: sl.str(o.kind),
+                name: sl.str(o.name),
+                uid: sl.str(o.uid),
                 controller: o.controller,
                 block_owner_deletion: o.block_owner_deletion,
             })
             .collect(),
-        finalizers: m.finalizers.unwrap_or_default(),
+        finalizers: m
+            .finalizers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| sl.str(f))
+            .collect(),
         managed_fields: m
             .managed_fields
             .filter(|v| v.get() != "null")
@@ -239,8 +386,10 @@ fn meta_to_json(
         }
         _ => None,
     };
-    let some = |s: &String| (!s.is_empty()).then(|| s.clone());
-    let jm = JsonMeta {
+    fn some(s: &Str) -> Option<&str> {
+        (!s.is_empty()).then_some(&**s)
+    }
+    let jm = JsonMetaOut {
         name: some(&meta.name),
         generate_name: some(&meta.generate_name),
         namespace: some(&meta.namespace),
@@ -250,22 +399,23 @@ fn meta_to_json(
         creation_timestamp: meta.creation_timestamp.as_ref().map(Time::to_rfc3339),
         deletion_timestamp: meta.deletion_timestamp.as_ref().map(Time::to_rfc3339),
         deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-        labels: (!meta.labels.is_empty()).then(|| meta.labels.clone()),
-        annotations: (!meta.annotations.is_empty()).then(|| meta.annotations.clone()),
+        labels: (!meta.labels.is_empty()).then_some(&meta.labels),
+        annotations: (!meta.annotations.is_empty()).then_some(&meta.annotations),
         owner_references: (!meta.owner_references.is_empty()).then(|| {
             meta.owner_references
                 .iter()
-                .map(|o| JsonOwnerRef {
-                    api_version: o.api_version.clone(),
-                    kind: o.kind.clone(),
-                    name: o.name.clone(),
-                    uid: o.uid.clone(),
+                .map(|o| JsonOwnerRefOut {
+                    api_version: &o.api_version,
+                    kind: &o.kind,
+                    name: &o.name,
+                    uid: &o.uid,
                     controller: o.controller,
                     block_owner_deletion: o.block_owner_deletion,
                 })
                 .collect()
         }),
-        finalizers: (!meta.finalizers.is_empty()).then(|| meta.finalizers.clone()),
+        finalizers: (!meta.finalizers.is_empty())
+            .then(|| meta.finalizers.iter().map(|f| &**f).collect()),
         managed_fields: managed.as_deref(),
     };
     serde_json::to_value(&jm).map_err(|e| json_err(&e, 0))

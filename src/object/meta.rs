@@ -1,10 +1,11 @@
 //! Object metadata: the decoded `meta.v1.ObjectMeta` subset, keys and group/version/kind.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+use super::text::{Str, StrMap};
 
 /// A point in time as the API server encodes it (`meta.v1.Time`): seconds since the Unix epoch
 /// plus nanoseconds. JSON carries it as an RFC 3339 string with second precision
@@ -28,17 +29,18 @@ impl Time {
     }
 }
 
-/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`).
+/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`). Decoded strings are
+/// slices of the received frame (see [`Str`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OwnerReference {
     /// `apiVersion` of the owner, e.g. `apps/v1`.
-    pub api_version: String,
+    pub api_version: Str,
     /// Kind of the owner, e.g. `ReplicaSet`.
-    pub kind: String,
+    pub kind: Str,
     /// Name of the owner (same namespace as the owned object).
-    pub name: String,
+    pub name: Str,
     /// UID of the owner.
-    pub uid: String,
+    pub uid: Str,
     /// `true` when this owner is the managing controller; `None` when absent on the wire.
     pub controller: Option<bool>,
     /// Whether the owner's deletion waits for this object; `None` when absent on the wire.
@@ -48,21 +50,27 @@ pub struct OwnerReference {
 /// The decoded `meta.v1.ObjectMeta` fields an informer needs (field numbers in
 /// `../shared/fixtures/README.md`, upstream `apimachinery/pkg/apis/meta/v1/types.go`).
 ///
-/// Absent strings decode as empty strings, as in Go. `managedFields` is kept undecoded: one
+/// Absent strings decode as empty strings, as in Go. Decoded strings ([`Str`], label and
+/// annotation entries in a [`StrMap`]) are validated-UTF-8 slices of the input buffer, not
+/// copies (JSON strings with escapes are the exception: they are unescaped into their own
+/// bytes); build them from text with `"x".into()`. `managedFields` is kept undecoded: one
 /// [`Bytes`] slice of the input per entry (decode one on demand with
 /// [`crate::wire::meta::ManagedFieldsEntry`]); JSON input keeps the JSON array text as one slice.
+///
+/// Holding a decoded `ObjectMeta` keeps the buffer it was decoded from alive, as the object's
+/// raw bytes do; [`ObjectMeta::detached`] copies it out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObjectMeta {
     /// `metadata.name`.
-    pub name: String,
+    pub name: Str,
     /// `metadata.generateName`.
-    pub generate_name: String,
+    pub generate_name: Str,
     /// `metadata.namespace`; empty for cluster-scoped objects.
-    pub namespace: String,
+    pub namespace: Str,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Str,
     /// `metadata.resourceVersion`: opaque to clients; an etcd revision on real servers.
-    pub resource_version: String,
+    pub resource_version: Str,
     /// `metadata.generation`, `None` when absent.
     pub generation: Option<i64>,
     /// `metadata.creationTimestamp`, `None` when absent.
@@ -72,13 +80,13 @@ pub struct ObjectMeta {
     /// `metadata.deletionGracePeriodSeconds`.
     pub deletion_grace_period_seconds: Option<i64>,
     /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    pub labels: StrMap,
     /// `metadata.annotations`.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StrMap,
     /// `metadata.ownerReferences`, in wire order.
     pub owner_references: Vec<OwnerReference>,
     /// `metadata.finalizers`, in wire order.
-    pub finalizers: Vec<String>,
+    pub finalizers: Vec<Str>,
     /// `metadata.managedFields`, undecoded (see the type docs).
     pub managed_fields: Vec<Bytes>,
 }
@@ -94,6 +102,47 @@ impl ObjectMeta {
     /// `None` when empty or not a decimal number.
     pub fn resource_version_u64(&self) -> Option<u64> {
         parse_resource_version(&self.resource_version)
+    }
+
+    /// The same metadata with every string and managed-fields entry copied into its own
+    /// allocation, so that it no longer keeps the buffer it was decoded from alive.
+    pub fn detached(&self) -> ObjectMeta {
+        let own = |s: &Str| Str::from(&**s);
+        ObjectMeta {
+            name: own(&self.name),
+            generate_name: own(&self.generate_name),
+            namespace: own(&self.namespace),
+            uid: own(&self.uid),
+            resource_version: own(&self.resource_version),
+            generation: self.generation,
+            creation_timestamp: self.creation_timestamp,
+            deletion_timestamp: self.deletion_timestamp,
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            labels: self.labels.iter().map(|(k, v)| (own(k), own(v))).collect(),
+            annotations: self
+                .annotations
+                .iter()
+                .map(|(k, v)| (own(k), own(v)))
+                .collect(),
+            owner_references: self
+                .owner_references
+                .iter()
+                .map(|o| OwnerReference {
+                    api_version: own(&o.api_version),
+                    kind: own(&o.kind),
+                    name: own(&o.name),
+                    uid: own(&o.uid),
+                    controller: o.controller,
+                    block_owner_deletion: o.block_owner_deletion,
+                })
+                .collect(),
+            finalizers: self.finalizers.iter().map(own).collect(),
+            managed_fields: self
+                .managed_fields
+                .iter()
+                .map(|b| Bytes::copy_from_slice(b))
+                .collect(),
+        }
     }
 }
 
@@ -113,18 +162,33 @@ pub fn parse_resource_version(rv: &str) -> Option<u64> {
 pub struct ObjectKey(Arc<str>);
 
 impl ObjectKey {
-    /// Builds the key of `name` in `namespace` (empty namespace = cluster-scoped).
+    /// Builds the key of `name` in `namespace` (empty namespace = cluster-scoped). One
+    /// allocation (the shared key) for keys of up to [`ObjectKey::INLINE`] bytes, which covers
+    /// every valid Kubernetes name (namespace ≤ 63 bytes, name ≤ 253 bytes).
     pub fn new(namespace: &str, name: &str) -> Self {
         if namespace.is_empty() {
-            ObjectKey(Arc::from(name))
-        } else {
-            let mut s = String::with_capacity(namespace.len() + 1 + name.len());
-            s.push_str(namespace);
-            s.push('/');
-            s.push_str(name);
-            ObjectKey(Arc::from(s))
+            return ObjectKey(Arc::from(name));
         }
+        let len = namespace.len() + 1 + name.len();
+        if len <= Self::INLINE {
+            let mut buf = [0u8; Self::INLINE];
+            buf[..namespace.len()].copy_from_slice(namespace.as_bytes());
+            buf[namespace.len()] = b'/';
+            buf[namespace.len() + 1..len].copy_from_slice(name.as_bytes());
+            // Two UTF-8 strings joined by '/' are UTF-8; the check cannot fail.
+            if let Ok(s) = std::str::from_utf8(&buf[..len]) {
+                return ObjectKey(Arc::from(s));
+            }
+        }
+        let mut s = String::with_capacity(len);
+        s.push_str(namespace);
+        s.push('/');
+        s.push_str(name);
+        ObjectKey(Arc::from(s))
     }
+
+    /// Longest `namespace/name` key [`ObjectKey::new`] builds without a temporary `String`.
+    pub const INLINE: usize = 320;
 
     /// Wraps an already formatted key (`namespace/name` or `name`) without checking it.
     pub fn from_raw(key: &str) -> Self {

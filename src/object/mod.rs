@@ -15,6 +15,7 @@ mod json;
 mod list;
 mod meta;
 mod protobuf;
+mod text;
 mod value;
 mod watch;
 mod wire;
@@ -25,6 +26,7 @@ pub use meta::{
     GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version,
 };
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
+pub use text::{Str, StrMap, StrMapIter};
 pub use value::{Encoding, MAGIC, Object, decode};
 pub use watch::{
     ApiStatus, DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::DecodeError;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
+use super::text::Str;
 use super::value::{Encoding, MAGIC, Object};
 use super::wire::{
     Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint, put_varint,
@@ -160,7 +161,8 @@ pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Obje
 }
 
 /// Reads `ObjectMeta` out of a bare object message: every occurrence of field 1 is merged, as
-/// protobuf requires; all other top-level fields are skipped by length.
+/// protobuf requires; all other top-level fields are skipped by length. Strings are slices of
+/// `raw` (no copy).
 pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
     let mut meta = ObjectMeta::default();
     let mut r = Reader::new(raw, 0, raw.len(), "object");
@@ -172,17 +174,21 @@ pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError>
             r.skip(&f)?;
         }
     }
+    meta.labels.finish();
+    meta.annotations.finish();
     Ok(meta)
 }
 
+/// Merges one `ObjectMeta` message into `m`. Label and annotation entries are appended in wire
+/// order; the caller sorts them with [`StrMap::finish`](super::text::StrMap).
 fn merge_object_meta(mut r: Reader<'_>, m: &mut ObjectMeta) -> Result<(), DecodeError> {
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => m.name = r.string(&f)?,
-            2 => m.generate_name = r.string(&f)?,
-            3 => m.namespace = r.string(&f)?,
-            5 => m.uid = r.string(&f)?,
-            6 => m.resource_version = r.string(&f)?,
+            1 => m.name = r.str_slice(&f)?,
+            2 => m.generate_name = r.str_slice(&f)?,
+            3 => m.namespace = r.str_slice(&f)?,
+            5 => m.uid = r.str_slice(&f)?,
+            6 => m.resource_version = r.str_slice(&f)?,
             7 => m.generation = Some(r.int64(&f)?),
             8 => m.creation_timestamp = time(r.message(&f, "Time")?)?,
             9 => m.deletion_timestamp = time(r.message(&f, "Time")?)?,
@@ -194,12 +200,12 @@ fn merge_object_meta(mut r: Reader<'_>, m: &mut ObjectMeta) -> Result<(), Decode
                 } else {
                     &mut m.annotations
                 };
-                map.insert(k, v);
+                map.push_unordered(k, v);
             }
             13 => m
                 .owner_references
                 .push(owner_reference(r.message(&f, "OwnerReference")?)?),
-            14 => m.finalizers.push(r.string(&f)?),
+            14 => m.finalizers.push(r.str_slice(&f)?),
             17 => m.managed_fields.push(r.bytes(&f)?),
             // 4 selfLink (deprecated), 15 clusterName and 16 initializers (retired), unknown.
             _ => r.skip(&f)?,
@@ -224,12 +230,12 @@ fn time(mut r: Reader<'_>) -> Result<Option<Time>, DecodeError> {
     Ok(Some(t))
 }
 
-fn map_entry(mut r: Reader<'_>) -> Result<(String, String), DecodeError> {
-    let (mut k, mut v) = (String::new(), String::new());
+fn map_entry(mut r: Reader<'_>) -> Result<(Str, Str), DecodeError> {
+    let (mut k, mut v) = (Str::default(), Str::default());
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => k = r.string(&f)?,
-            2 => v = r.string(&f)?,
+            1 => k = r.str_slice(&f)?,
+            2 => v = r.str_slice(&f)?,
             _ => r.skip(&f)?,
         }
     }
@@ -240,10 +246,10 @@ fn owner_reference(mut r: Reader<'_>) -> Result<OwnerReference, DecodeError> {
     let mut o = OwnerReference::default();
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => o.kind = r.string(&f)?,
-            3 => o.name = r.string(&f)?,
-            4 => o.uid = r.string(&f)?,
-            5 => o.api_version = r.string(&f)?,
+            1 => o.kind = r.str_slice(&f)?,
+            3 => o.name = r.str_slice(&f)?,
+            4 => o.uid = r.str_slice(&f)?,
+            5 => o.api_version = r.str_slice(&f)?,
             6 => o.controller = Some(r.bool(&f)?),
             7 => o.block_owner_deletion = Some(r.bool(&f)?),
             _ => r.skip(&f)?,

@@ -27,6 +27,8 @@ pub enum Encoding {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Object {
     meta: ObjectMeta,
+    /// `meta.key()`, built once: every stage (DeltaFIFO, store, listeners) asks for it.
+    key: ObjectKey,
     gvk: Arc<GroupVersionKind>,
     raw: Bytes,
     encoding: Encoding,
@@ -43,6 +45,7 @@ impl Object {
         encoding: Encoding,
     ) -> Self {
         Object {
+            key: meta.key(),
             meta,
             gvk,
             raw,
@@ -75,9 +78,15 @@ impl Object {
         self.encoding
     }
 
-    /// Cache key `namespace/name` (or `name`).
+    /// Cache key `namespace/name` (or `name`), built once when the object is (a clone is one
+    /// reference-count increment).
     pub fn key(&self) -> ObjectKey {
-        self.meta.key()
+        self.key.clone()
+    }
+
+    /// The cache key by reference (see [`Object::key`]).
+    pub fn key_ref(&self) -> &ObjectKey {
+        &self.key
     }
 
     /// `metadata.name`.
@@ -133,19 +142,36 @@ impl Object {
     /// bytes are kept as they are (protobuf: other top-level fields copied verbatim; JSON: the
     /// `metadata` member replaced). The simulator stamps real fixtures this way.
     ///
+    /// The new object's metadata equals `meta` but keeps no reference to the buffers `meta`'s
+    /// strings came from (it is read back from the new bytes, or copied where the encoding
+    /// would not give back exactly `meta`), so dropping a big field with this (e.g.
+    /// [`Object::without_managed_fields`]) really releases the old buffer.
+    ///
     /// # Errors
     /// When the current raw bytes do not decode (they always do for decoded objects).
     pub fn with_meta(&self, meta: ObjectMeta) -> Result<Object, DecodeError> {
-        let raw = match self.encoding {
-            Encoding::Protobuf => protobuf::replace_meta(&self.raw, &meta)?,
-            Encoding::Json => json::replace_meta(&self.raw, &meta)?,
+        let (raw, back) = match self.encoding {
+            Encoding::Protobuf => {
+                let raw = protobuf::replace_meta(&self.raw, &meta)?;
+                let back = protobuf::decode_object_meta(&raw);
+                (raw, back)
+            }
+            Encoding::Json => {
+                let raw = json::replace_meta(&self.raw, &meta)?;
+                let back = json::decode_object(&raw).map(|o| o.meta);
+                (raw, back)
+            }
         };
-        Ok(Object {
+        let meta = match back {
+            Ok(back) if back == meta => back,
+            _ => meta.detached(),
+        };
+        Ok(Object::from_parts(
+            self.gvk.clone(),
             meta,
-            gvk: self.gvk.clone(),
             raw,
-            encoding: self.encoding,
-        })
+            self.encoding,
+        ))
     }
 
     /// The same object without `metadata.managedFields` (the usual informer transform: it is

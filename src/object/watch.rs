@@ -265,12 +265,12 @@ impl WatchEvent {
         encoding: Encoding,
     ) -> Self {
         let mut meta = ObjectMeta {
-            resource_version: resource_version.to_owned(),
+            resource_version: resource_version.into(),
             ..Default::default()
         };
         if initial_events_end {
             meta.annotations
-                .insert("k8s.io/initial-events-end".to_owned(), "true".to_owned());
+                .insert("k8s.io/initial-events-end".into(), "true".into());
         }
         let raw = match encoding {
             Encoding::Protobuf => {

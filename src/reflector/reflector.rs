@@ -542,8 +542,7 @@ impl<L: ListerWatcher> Reflector<L> {
                         if o.meta()
                             .annotations
                             .get(INITIAL_EVENTS_END)
-                            .map(String::as_str)
-                            == Some("true")
+                            .is_some_and(|v| v == "true")
                         {
                             end_rv = Some(o.resource_version().to_owned());
                             break;

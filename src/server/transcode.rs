@@ -17,7 +17,7 @@ use prost::Message;
 use serde_json::{Map, Value};
 
 use crate::object::{
-    self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Time, WatchEvent,
+    self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
 };
 use crate::sim::Templates;
 use crate::wire::meta::ManagedFieldsEntry;
@@ -256,10 +256,10 @@ fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
     if let Some(s) = m.deletion_grace_period_seconds {
         o.insert("deletionGracePeriodSeconds".into(), s.into());
     }
-    let map = |m: &std::collections::BTreeMap<String, String>| {
+    let map = |m: &StrMap| {
         Value::Object(
             m.iter()
-                .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                .map(|(k, v)| (k.to_string(), Value::from(&**v)))
                 .collect(),
         )
     };
@@ -275,10 +275,10 @@ fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
             .iter()
             .map(|r| {
                 let mut e = Map::new();
-                e.insert("apiVersion".into(), r.api_version.as_str().into());
-                e.insert("kind".into(), r.kind.as_str().into());
-                e.insert("name".into(), r.name.as_str().into());
-                e.insert("uid".into(), r.uid.as_str().into());
+                e.insert("apiVersion".into(), (&*r.api_version).into());
+                e.insert("kind".into(), (&*r.kind).into());
+                e.insert("name".into(), (&*r.name).into());
+                e.insert("uid".into(), (&*r.uid).into());
                 if let Some(c) = r.controller {
                     e.insert("controller".into(), c.into());
                 }
@@ -291,7 +291,10 @@ fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
         o.insert("ownerReferences".into(), Value::Array(refs));
     }
     if !m.finalizers.is_empty() {
-        o.insert("finalizers".into(), m.finalizers.clone().into());
+        o.insert(
+            "finalizers".into(),
+            m.finalizers.iter().map(|f| Value::from(&**f)).collect(),
+        );
     }
     if !m.managed_fields.is_empty() {
         let mut entries = Vec::with_capacity(m.managed_fields.len());

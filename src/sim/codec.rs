@@ -13,7 +13,6 @@
 //! order (a later scalar wins, map entries accumulate), so the dynamic fields follow the static
 //! ones; JSON members are written once each.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -21,8 +20,8 @@ use bytes::Bytes;
 
 use super::Templates;
 use crate::object::{
-    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, WatchEventType, encode_envelope,
-    encode_object_meta,
+    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMap, WatchEventType,
+    encode_envelope, encode_object_meta,
 };
 
 /// The label the flood generator changes on updates; kept apart so an update re-encodes one
@@ -148,7 +147,7 @@ impl Codec {
     /// out): protobuf `ObjectMeta` fields, or JSON members without braces.
     pub(crate) fn static_meta(&self, meta: &ObjectMeta) -> Result<Bytes, DecodeError> {
         let mut m = meta.clone();
-        m.resource_version.clear();
+        m.resource_version = Str::default();
         m.generation = None;
         m.labels.clear();
         match self.encoding {
@@ -177,12 +176,15 @@ impl Codec {
     }
 
     /// Encodes `labels` without [`VERSION_LABEL`], and returns that label's value apart.
-    pub(crate) fn labels(&self, labels: &BTreeMap<String, String>) -> (Bytes, Option<String>) {
+    pub(crate) fn labels(&self, labels: &StrMap) -> (Bytes, Option<String>) {
         let mut out = Vec::new();
-        for (k, v) in labels.iter().filter(|(k, _)| k.as_str() != VERSION_LABEL) {
+        for (k, v) in labels.iter().filter(|(k, _)| *k != VERSION_LABEL) {
             self.put_label(&mut out, k, v);
         }
-        (Bytes::from(out), labels.get(VERSION_LABEL).cloned())
+        (
+            Bytes::from(out),
+            labels.get(VERSION_LABEL).map(|v| v.to_string()),
+        )
     }
 
     fn put_label(&self, out: &mut Vec<u8>, k: &str, v: &str) {

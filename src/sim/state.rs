@@ -15,8 +15,8 @@ use super::fault::Faults;
 use super::request::SimRequest;
 use super::rng::{SimRng, mix};
 use crate::object::{
-    self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Time, WatchEvent,
-    WatchEventType, encode_watch_frame, encode_watch_line,
+    self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Str, Time,
+    WatchEvent, WatchEventType, encode_watch_frame, encode_watch_line,
 };
 
 /// Creation timestamps are this many seconds after the epoch plus the object's resourceVersion
@@ -206,18 +206,18 @@ impl State {
         let app_name = format!("app-{app}");
         let hash = format!("{:08x}", mix(cfg.seed ^ u64::from(app)) as u32);
         let deployment = named_by_app(cfg);
-        m.name = name.to_owned();
+        m.name = name.into();
         m.generate_name = if t.generate_name.is_empty() || deployment {
-            String::new()
+            Str::default()
         } else {
-            format!("{app_name}-{hash}-")
+            format!("{app_name}-{hash}-").into()
         };
         m.namespace = if t.namespace.is_empty() {
-            String::new()
+            Str::default()
         } else {
-            namespace.to_owned()
+            namespace.into()
         };
-        m.uid = self.rng.uuid();
+        m.uid = self.rng.uuid().into();
         m.generation = Some(1);
         m.creation_timestamp = Some(Time {
             seconds: BASE_TIME + (self.rv + 1) as i64,
@@ -225,20 +225,22 @@ impl State {
         });
         m.deletion_timestamp = None;
         m.deletion_grace_period_seconds = None;
-        m.labels.insert("app".to_owned(), app_name.clone());
+        m.labels.insert("app".into(), app_name.clone().into());
         if !deployment {
             m.labels
-                .insert("pod-template-hash".to_owned(), hash.clone());
+                .insert("pod-template-hash".into(), hash.clone().into());
         }
-        m.labels.insert(VERSION_LABEL.to_owned(), "v0".to_owned());
+        m.labels.insert(VERSION_LABEL.into(), "v0".into());
         for i in 0..cfg.extra_labels {
-            m.labels
-                .insert(format!("informer.sim/label-{i}"), format!("value-{i}"));
+            m.labels.insert(
+                format!("informer.sim/label-{i}").into(),
+                format!("value-{i}").into(),
+            );
         }
         for i in 0..cfg.extra_annotations {
             m.annotations.insert(
-                format!("informer.sim/annotation-{i}"),
-                format!("{name}-{i}"),
+                format!("informer.sim/annotation-{i}").into(),
+                format!("{name}-{i}").into(),
             );
         }
         if deployment {
@@ -252,10 +254,10 @@ impl State {
                 .fold(0x6f77_6e65_7200_0000, |h, b| mix(h ^ u64::from(b)));
             let uid = SimRng::new(mix(cfg.seed ^ ns_hash ^ u64::from(app))).uuid();
             m.owner_references = vec![OwnerReference {
-                api_version: "apps/v1".to_owned(),
-                kind: "ReplicaSet".to_owned(),
-                name: format!("{app_name}-{hash}"),
-                uid,
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: format!("{app_name}-{hash}").into(),
+                uid: uid.into(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }];

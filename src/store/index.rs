@@ -43,7 +43,7 @@ pub type IndexFunc = Arc<dyn Fn(&Object) -> Result<IndexValues, IndexError> + Se
 ///
 /// // Index pods by node name, kept here in a label for the example.
 /// let by_node = index_func(|obj| {
-///     Ok(obj.meta().labels.get("node").map(|n| smallvec![n.clone()]).unwrap_or_default())
+///     Ok(obj.meta().labels.get("node").map(|n| smallvec![n.to_string()]).unwrap_or_default())
 /// });
 /// # let _ = by_node;
 /// ```
@@ -107,7 +107,7 @@ fn builtins() -> &'static Builtins {
                 .meta()
                 .owner_references
                 .iter()
-                .map(|o| o.uid.clone())
+                .map(|o| o.uid.to_string())
                 .collect())
         }),
         uid: index_func(|obj| {

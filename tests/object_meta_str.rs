@@ -1,0 +1,237 @@
+//! Zero-copy metadata strings ([`Str`]) and the sorted label map ([`StrMap`]): decoded strings
+//! are slices of the object's own bytes, JSON escapes are unescaped, repeated and unsorted map
+//! entries follow protobuf / Go JSON semantics (sorted, last value wins), bad UTF-8 is a typed
+//! error, and re-encoding metadata does not keep the old buffer alive.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use informer::object::{self, DecodeError, GroupVersionKind, Str, StrMap};
+
+fn fixture(p: &str) -> Bytes {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(p);
+    Bytes::from(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+}
+
+/// Whether `s`'s bytes lie inside `buf`.
+fn inside(buf: &[u8], s: &str) -> bool {
+    let (b, p) = (buf.as_ptr() as usize, s.as_ptr() as usize);
+    p >= b && p + s.len() <= b + buf.len()
+}
+
+fn all_strings(m: &object::ObjectMeta) -> Vec<&Str> {
+    let mut v = vec![&m.name, &m.namespace, &m.uid, &m.resource_version];
+    for (k, val) in &m.labels {
+        v.extend([k, val]);
+    }
+    for (k, val) in &m.annotations {
+        v.extend([k, val]);
+    }
+    for o in &m.owner_references {
+        v.extend([&o.api_version, &o.kind, &o.name, &o.uid]);
+    }
+    v.extend(&m.finalizers);
+    v.retain(|s| !s.is_empty());
+    v
+}
+
+#[test]
+fn protobuf_metadata_strings_are_slices_of_the_object_bytes() {
+    let obj = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
+    let strings = all_strings(obj.meta());
+    assert!(strings.len() >= 10, "{strings:?}");
+    for s in strings {
+        assert!(inside(obj.raw(), s), "{s:?} is not a slice of the object");
+    }
+}
+
+#[test]
+fn json_metadata_strings_without_escapes_are_slices_of_the_document() {
+    let obj = object::decode(fixture(
+        "real/openshift-insights-real-objects/pods/openshift-monitoring_prometheus-k8s-0.json",
+    ))
+    .unwrap();
+    let strings = all_strings(obj.meta());
+    let mut sliced = 0;
+    for s in strings {
+        // A string JSON writes with an escape (this Pod has annotations holding JSON text) is
+        // unescaped into its own bytes; every other one must be a slice.
+        if serde_json::to_string(&**s).unwrap().contains('\\') {
+            assert!(!inside(obj.raw(), s), "{s:?}");
+        } else {
+            assert!(inside(obj.raw(), s), "{s:?} is not a slice of the document");
+            sliced += 1;
+        }
+    }
+    assert!(sliced >= 10, "only {sliced} plain strings");
+}
+
+#[test]
+fn json_strings_with_escapes_are_unescaped() {
+    let doc = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a\u00e9b","namespace":"ns",
+        "labels":{"k\"q":"v\\n","plain":"x"},"finalizers":["f\/1"],
+        "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"r\ts","uid":"u"}]}}"#;
+    let input = Bytes::from_static(doc);
+    let obj = object::decode(input.clone()).unwrap();
+    let m = obj.meta();
+    assert_eq!(m.name, "aéb");
+    assert!(
+        !inside(&input, &m.name),
+        "an unescaped string is its own copy"
+    );
+    assert!(inside(&input, &m.namespace));
+    assert_eq!(m.labels["k\"q"], "v\\n");
+    assert_eq!(m.labels["plain"], "x");
+    assert!(inside(&input, &m.labels["plain"]));
+    assert_eq!(m.finalizers, vec![Str::from("f/1")]);
+    assert_eq!(m.owner_references[0].name, "r\ts");
+    assert_eq!(m.owner_references[0].kind, "ReplicaSet");
+}
+
+/// A length-delimited protobuf field.
+fn field(out: &mut Vec<u8>, number: u8, body: &[u8]) {
+    out.push((number << 3) | 2);
+    assert!(body.len() < 128);
+    out.push(body.len() as u8);
+    out.extend_from_slice(body);
+}
+
+fn label_entry(meta: &mut Vec<u8>, k: &[u8], v: &[u8]) {
+    let mut e = Vec::new();
+    field(&mut e, 1, k);
+    field(&mut e, 2, v);
+    field(meta, 11, &e);
+}
+
+fn object_with_meta(meta: &[u8]) -> Bytes {
+    let mut raw = Vec::new();
+    field(&mut raw, 1, meta);
+    object::encode_envelope(&GroupVersionKind::new("", "v1", "Pod"), &raw)
+}
+
+#[test]
+fn unsorted_and_repeated_protobuf_map_entries_are_sorted_and_the_last_wins() {
+    let mut meta = Vec::new();
+    field(&mut meta, 1, b"p");
+    label_entry(&mut meta, b"b", b"1");
+    label_entry(&mut meta, b"a", b"2");
+    label_entry(&mut meta, b"b", b"3");
+    label_entry(&mut meta, b"c", b"4");
+    let obj = object::decode(object_with_meta(&meta)).unwrap();
+    let labels: Vec<(&str, &str)> = obj
+        .meta()
+        .labels
+        .iter()
+        .map(|(k, v)| (&**k, &**v))
+        .collect();
+    assert_eq!(labels, [("a", "2"), ("b", "3"), ("c", "4")]);
+    assert_eq!(obj.meta().labels.get("b").map(|v| &**v), Some("3"));
+    assert_eq!(obj.name(), "p");
+    assert_eq!(obj.key().as_str(), "p");
+}
+
+#[test]
+fn repeated_json_label_keys_keep_the_last_value() {
+    let doc = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","labels":{"b":"1","a":"2","b":"3"}}}"#;
+    let obj = object::decode(Bytes::from_static(doc)).unwrap();
+    let labels: Vec<(&str, &str)> = obj
+        .meta()
+        .labels
+        .iter()
+        .map(|(k, v)| (&**k, &**v))
+        .collect();
+    assert_eq!(labels, [("a", "2"), ("b", "3")]);
+}
+
+#[test]
+fn invalid_utf8_in_a_label_is_a_typed_error() {
+    let mut meta = Vec::new();
+    field(&mut meta, 1, b"p");
+    label_entry(&mut meta, b"k", &[b'v', 0xff]);
+    match object::decode(object_with_meta(&meta)) {
+        Err(DecodeError::InvalidUtf8 { field: 2, .. }) => {}
+        other => panic!("expected InvalidUtf8 in the map entry's value, got {other:?}"),
+    }
+    let mut meta = Vec::new();
+    field(&mut meta, 3, &[0xc3]);
+    assert!(matches!(
+        object::decode(object_with_meta(&meta)),
+        Err(DecodeError::InvalidUtf8 { field: 3, .. })
+    ));
+}
+
+#[test]
+fn with_meta_does_not_keep_the_old_buffer() {
+    let obj = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
+    assert!(!obj.meta().managed_fields.is_empty());
+    let lean = obj.without_managed_fields().unwrap();
+    assert!(lean.meta().managed_fields.is_empty());
+    for s in all_strings(lean.meta()) {
+        assert!(inside(lean.raw(), s), "{s:?} is not in the new bytes");
+        assert!(
+            !inside(obj.raw(), s),
+            "{s:?} still points into the old bytes"
+        );
+    }
+    // Metadata the encoding cannot give back exactly (a JSON fraction of a second) is copied.
+    let json = object::decode(fixture(
+        "real/openshift-insights-real-objects/pods/openshift-monitoring_prometheus-k8s-0.json",
+    ))
+    .unwrap();
+    let mut m = json.meta().clone();
+    if let Some(t) = m.creation_timestamp.as_mut() {
+        t.nanos = 5;
+    }
+    let again = json.with_meta(m.clone()).unwrap();
+    assert_eq!(again.meta(), &m);
+    for s in all_strings(again.meta()) {
+        assert!(
+            !inside(json.raw(), s),
+            "{s:?} still points into the old document"
+        );
+    }
+}
+
+#[test]
+fn str_map_reads_like_a_sorted_map() {
+    let mut m: StrMap = [("b", "2"), ("a", "1"), ("b", "3")].into_iter().collect();
+    assert_eq!(m.len(), 2);
+    assert_eq!(m["b"], "3");
+    assert!(m.contains_key("a") && !m.contains_key("c"));
+    assert_eq!(m.insert("c".into(), "4".into()), None);
+    assert_eq!(m.insert("a".into(), "0".into()), Some(Str::from("1")));
+    assert_eq!(m.keys().map(|k| &**k).collect::<Vec<_>>(), ["a", "b", "c"]);
+    assert_eq!(m.remove("b"), Some(Str::from("3")));
+    assert_eq!(m.get("b"), None);
+    let json = serde_json::to_string(&m).unwrap();
+    assert_eq!(json, r#"{"a":"0","c":"4"}"#);
+    let back: StrMap = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, m);
+    m.retain(|k, _| k != "a");
+    assert_eq!(format!("{m:?}"), r#"{"c": "4"}"#);
+    m.clear();
+    assert!(m.is_empty());
+}
+
+#[test]
+fn object_keys_are_built_once_and_shared() {
+    let obj = Arc::new(object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap());
+    let (a, b) = (obj.key(), obj.key());
+    assert!(
+        std::ptr::eq(a.as_str(), b.as_str()),
+        "the key is one shared allocation"
+    );
+    assert_eq!(
+        a.as_str(),
+        format!("{}/{}", obj.namespace(), obj.name()).as_str()
+    );
+    // Keys longer than the inline buffer are built too.
+    let long = "n".repeat(400);
+    assert_eq!(
+        object::ObjectKey::new("ns", &long).as_str(),
+        format!("ns/{long}")
+    );
+}
