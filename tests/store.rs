@@ -1,6 +1,7 @@
 //! Store tests: named cases, reads, waits, and a concurrency test of atomic batches.
 //! The model-based proptest lives in `tests/store_model.rs`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
