@@ -19,7 +19,7 @@
 //! encoding are printed at start.
 //!
 //! Diagnostics (environment variables, all off by default): `E2E_THREADSTATS=1` prints, per
-//! HTTP client, each thread's CPU time, run-queue wait, timeslices and context switches over
+//! HTTP client, each thread's CPU time, run-queue wait, timeslices, context switches and minor page faults over
 //! the timed regions only (from `/proc/self/task`, read just before the release and just after
 //! the last change is seen); `E2E_SKIP_PROBE=1` skips the bytes-per-event probe (for
 //! profiling); `E2E_CHUNK_BYTES=N` sets the simulator's largest watch chunk (default 64 KiB;
@@ -802,8 +802,9 @@ fn env_usize(name: &str) -> Option<usize> {
 }
 
 /// Per thread (name, tid): [CPU ns, run-queue wait ns, timeslices] from
-/// `/proc/self/task/*/schedstat`, [voluntary, involuntary context switches] from its `status`.
-type ThreadStats = std::collections::HashMap<(String, u64), [u64; 5]>;
+/// `/proc/self/task/*/schedstat`, [voluntary, involuntary context switches] from its `status`,
+/// [minor page faults] from its `stat`.
+type ThreadStats = std::collections::HashMap<(String, u64), [u64; 6]>;
 
 fn thread_stats() -> ThreadStats {
     let mut out = std::collections::HashMap::new();
@@ -816,7 +817,16 @@ fn thread_stats() -> ThreadStats {
         let comm = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
         let sched = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
         let status = std::fs::read_to_string(p.join("status")).unwrap_or_default();
-        let mut v = [0u64; 5];
+        let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+        let mut v = [0u64; 6];
+        // `stat` after the `(comm)`: field 10, minflt, is the 8th.
+        if let Some((_, rest)) = stat.rsplit_once(')') {
+            v[5] = rest
+                .split_whitespace()
+                .nth(7)
+                .and_then(|f| f.parse().ok())
+                .unwrap_or(0);
+        }
         for (i, f) in sched.split_whitespace().take(3).enumerate() {
             v[i] = f.parse().unwrap_or(0);
         }
@@ -835,7 +845,7 @@ fn thread_stats() -> ThreadStats {
 
 /// Timed drains since the last print: their count, their wall time, and per thread name the
 /// sums of the [`ThreadStats`] differences over their timed regions.
-type StatsSum = (u64, Duration, std::collections::BTreeMap<String, [u64; 5]>);
+type StatsSum = (u64, Duration, std::collections::BTreeMap<String, [u64; 6]>);
 
 static STATS: Mutex<Option<StatsSum>> = Mutex::new(None);
 
@@ -846,7 +856,7 @@ fn stats_add(before: &ThreadStats, after: &ThreadStats, took: Duration) {
     *n += 1;
     *t += took;
     for (k, a) in after {
-        let b = before.get(k).copied().unwrap_or([0; 5]);
+        let b = before.get(k).copied().unwrap_or([0; 6]);
         let e = m.entry(k.0.clone()).or_default();
         for (e, (a, b)) in e.iter_mut().zip(a.iter().zip(b)) {
             *e += a.saturating_sub(b);
@@ -855,7 +865,7 @@ fn stats_add(before: &ThreadStats, after: &ThreadStats, took: Duration) {
 }
 
 /// Prints and resets [`STATS`]: per thread name, CPU and run-queue wait as % of the timed
-/// wall time, timeslices and context switches per event.
+/// wall time, timeslices, context switches and minor page faults per event.
 fn stats_print(label: &str) {
     let Some((n, t, m)) = STATS.lock().unwrap().take() else {
         return;
@@ -873,12 +883,13 @@ fn stats_print(label: &str) {
         }
         tot += v[0] as f64;
         eprintln!(
-            "  {k:>20}: cpu {:5.1} % of wall, runq-wait {:5.1} %, slices/event {:.3}, vol cs/event {:.3}, invol cs/event {:.3}",
+            "  {k:>20}: cpu {:5.1} % of wall, runq-wait {:5.1} %, slices/event {:.3}, vol cs/event {:.3}, invol cs/event {:.3}, minflt/event {:.2}",
             v[0] as f64 / wall * 100.0,
             v[1] as f64 / wall * 100.0,
             v[2] as f64 / (n * EVENTS) as f64,
             v[3] as f64 / (n * EVENTS) as f64,
             v[4] as f64 / (n * EVENTS) as f64,
+            v[5] as f64 / (n * EVENTS) as f64,
         );
     }
     eprintln!("  total cpu {:.2} cores", tot / wall);
