@@ -99,7 +99,9 @@ fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
         "deletionGracePeriodSeconds"
     );
     let ours = |map: &StrMap| -> Vec<(String, String)> {
-        map.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        map.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     let theirs = |map: &BTreeMap<String, String>| -> Vec<(String, String)> {
         map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -107,7 +109,10 @@ fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
     assert_eq!(ours(&m.labels), theirs(&p.labels), "labels");
     assert_eq!(ours(&m.annotations), theirs(&p.annotations), "annotations");
     assert!(
-        m.finalizers.iter().map(|f| &**f).eq(p.finalizers.iter().map(String::as_str)),
+        m.finalizers
+            .iter()
+            .map(|f| &**f)
+            .eq(p.finalizers.iter().map(String::as_str)),
         "finalizers"
     );
     assert_eq!(
