@@ -382,23 +382,17 @@ impl Version {
     /// Inserts or replaces `obj` under its key and moves its index entries from the old
     /// object's values to the new one's. `custom` holds the values of the caller's index
     /// functions for `obj` (from [`Version::custom_values`]); provided functions are not called
-    /// when the fields they read are unchanged. `scratch` is a reusable buffer for the key's
-    /// text. Returns the object it replaced; every change made is appended to `log`.
+    /// when the fields they read are unchanged. The object's own cached key is used (a new item
+    /// shares it: no key allocation). Returns the object it replaced; every change made is
+    /// appended to `log`.
     pub(crate) fn upsert(
         &mut self,
         obj: Arc<Object>,
         custom: &[IndexValues],
-        scratch: &mut String,
         log: &mut Log,
     ) -> Option<Arc<Object>> {
-        scratch.clear();
-        if !obj.namespace().is_empty() {
-            scratch.push_str(obj.namespace());
-            scratch.push('/');
-        }
-        scratch.push_str(obj.name());
-        let hash = self.hash(scratch);
-        let (slot, old) = match self.find(hash, scratch) {
+        let hash = self.hash(obj.key_ref().as_str());
+        let (slot, old) = match self.find(hash, obj.key_ref().as_str()) {
             Some(slot) => {
                 let Some(Some(item)) = self.items.get_mut(slot as usize) else {
                     unreachable_slot();
@@ -411,7 +405,7 @@ impl Version {
                 (slot, Some(old))
             }
             None => {
-                let key = ObjectKey::from_raw(scratch);
+                let key = obj.key();
                 let slot = self.insert_item(hash, key.clone(), obj.clone());
                 log.push(Change::Insert {
                     hash,

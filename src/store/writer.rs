@@ -188,8 +188,6 @@ pub struct Writer {
     retired: Vec<Arc<Version>>,
     /// How many times a held buffer made the writer copy the front buffer.
     copies: u64,
-    /// Reused buffer for key text.
-    key_buf: String,
 }
 
 /// How long a writer call waits for readers to leave the buffer it must write before it copies
@@ -241,7 +239,6 @@ impl Writer {
                 rv_tx,
                 retired: Vec::new(),
                 copies: 0,
-                key_buf: String::new(),
             },
         )
     }
@@ -317,7 +314,7 @@ impl Writer {
                     } else {
                         values.next().unwrap_or_default()
                     };
-                    previous.push(back.upsert(obj, custom, &mut self.key_buf, &mut log));
+                    previous.push(back.upsert(obj, custom, &mut log));
                 }
                 Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
             }
@@ -361,7 +358,7 @@ impl Writer {
                 self.log.clear();
                 return Err(e);
             }
-            back.upsert(obj, &values, &mut self.key_buf, &mut scratch);
+            back.upsert(obj, &values, &mut scratch);
             scratch.clear();
         }
         back.resource_version = rv;
