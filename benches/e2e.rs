@@ -20,9 +20,9 @@
 //! encoding are printed at start.
 //!
 //! Diagnostics (environment variables, all off by default): `E2E_THREADSTATS=1` prints, per
-//! HTTP client, each thread's CPU time, run-queue wait, timeslices, context switches and minor page faults over
-//! the timed regions only (from `/proc/self/task`, read just before the release and just after
-//! the last change is seen); `E2E_SKIP_PROBE=1` skips the bytes-per-event probe (for
+//! HTTP client, each thread's CPU time, run-queue wait, timeslices, context switches and minor
+//! page faults over the timed regions only (from `/proc/self/task`, read just before the
+//! release and just after the last change is seen); `E2E_SKIP_PROBE=1` skips the bytes-per-event probe (for
 //! profiling); `E2E_CHUNK_BYTES=N` sets the simulator's largest watch chunk (default 64 KiB;
 //! 1 = one event per HTTP chunk, as a kube-apiserver writes a backlog).
 //! `E2E_RAW_MODE=tokio` runs (a)'s read loop as a future on the client runtime instead of
@@ -288,22 +288,25 @@ fn raw_drain(env: &Env) -> Duration {
     env.drain(
         |env| {
             let rv = env.sim.resource_version();
-            env.client_rt.block_on(async move {
+            let s = env.client_rt.block_on(async move {
                 let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
                 s.set_nodelay(true).unwrap();
                 let req = format!(
                     "GET /api/v1/pods?watch=1&resourceVersion={rv} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/vnd.kubernetes.protobuf\r\n\r\n"
                 );
                 s.write_all(req.as_bytes()).await.unwrap();
-                // The read buffer is allocated and touched before the clock starts.
-                (s, vec![1u8; 256 * 1024])
-            })
+                s
+            });
+            // The read buffer is allocated and touched, and the mode read, before the clock
+            // starts.
+            let tokio_loop = std::env::var("E2E_RAW_MODE").as_deref() == Ok("tokio");
+            (s, vec![1u8; 256 * 1024], tokio_loop)
         },
-        |env, (s, mut buf), _| {
+        |env, (s, mut buf, tokio_loop), _| {
             // Default: blocking reads on the bench thread (no runtime between the socket and
             // the loop: the fastest drain measured). `E2E_RAW_MODE=tokio`: the same loop as a
             // future on the client runtime (`block_on`), about a fifth slower.
-            let s = if std::env::var("E2E_RAW_MODE").as_deref() == Ok("tokio") {
+            let s = if tokio_loop {
                 env.client_rt.block_on(async move {
                     let mut s = s;
                     let mut frames = RawFrames::default();

@@ -112,6 +112,15 @@ fn object_with_meta(meta: &[u8]) -> Bytes {
     object::encode_envelope(&GroupVersionKind::new("", "v1", "Pod"), &raw)
 }
 
+/// The object's labels in iteration order.
+fn labels_of(obj: &object::Object) -> Vec<(&str, &str)> {
+    obj.meta()
+        .labels
+        .iter()
+        .map(|(k, v)| (&**k, &**v))
+        .collect()
+}
+
 #[test]
 fn unsorted_and_repeated_protobuf_map_entries_are_sorted_and_the_last_wins() {
     let mut meta = Vec::new();
@@ -121,12 +130,7 @@ fn unsorted_and_repeated_protobuf_map_entries_are_sorted_and_the_last_wins() {
     label_entry(&mut meta, b"b", b"3");
     label_entry(&mut meta, b"c", b"4");
     let obj = object::decode(object_with_meta(&meta)).unwrap();
-    let labels: Vec<(&str, &str)> = obj
-        .meta()
-        .labels
-        .iter()
-        .map(|(k, v)| (&**k, &**v))
-        .collect();
+    let labels = labels_of(&obj);
     assert_eq!(labels, [("a", "2"), ("b", "3"), ("c", "4")]);
     assert_eq!(obj.meta().labels.get("b").map(|v| &**v), Some("3"));
     assert_eq!(obj.name(), "p");
@@ -137,12 +141,7 @@ fn unsorted_and_repeated_protobuf_map_entries_are_sorted_and_the_last_wins() {
 fn repeated_json_label_keys_keep_the_last_value() {
     let doc = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","labels":{"b":"1","a":"2","b":"3"}}}"#;
     let obj = object::decode(Bytes::from_static(doc)).unwrap();
-    let labels: Vec<(&str, &str)> = obj
-        .meta()
-        .labels
-        .iter()
-        .map(|(k, v)| (&**k, &**v))
-        .collect();
+    let labels = labels_of(&obj);
     assert_eq!(labels, [("a", "2"), ("b", "3")]);
 }
 
