@@ -20,7 +20,8 @@
 //! writer changes the *back* buffer in place, logs what it changed (with slot numbers),
 //! publishes it with one atomic swap, and brings the old front up to date by replaying the log
 //! once no reader is left in it (left-right double buffering, without `unsafe`: see
-//! [`Writer`]). An update costs one key lookup in the back buffer, one slab store in the other
+//! [`Writer`]; the hand-back between the buffers is model-checked with loom,
+//! `tests/loom_handoff.rs`). An update costs one key lookup in the back buffer, one slab store in the other
 //! (no hashing, no key comparison) and, per index, a comparison of the fields the index reads
 //! (provided functions) or one call of the function on the old and the new object; `by_index`
 //! reads each member's object straight from its slot (no hashing, no key read).
@@ -72,8 +73,10 @@
 
 mod config;
 mod error;
+mod handoff;
 mod index;
 mod reader;
+mod sync;
 mod version;
 mod writer;
 

@@ -791,6 +791,36 @@ impl Version {
     }
 }
 
+impl super::handoff::Buffer for Version {
+    type Change = Change;
+
+    fn catch_up(&mut self, log: &mut Log, front: &Self) {
+        self.replay(log);
+        self.resource_version = front.resource_version;
+        self.generation = front.generation;
+    }
+
+    fn empty_like(&self) -> Self {
+        Version::empty_like(self)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn same_config(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.defs, &other.defs)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn set_generation(&mut self, generation: u64) {
+        self.generation = generation;
+    }
+}
+
 /// A slot found in a key table is always occupied; this marks the branch that would mean
 /// otherwise (a bug), which is handled as "not found" in release builds.
 fn unreachable_slot() {

@@ -2,17 +2,16 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use crate::object::{Object, ObjectKey, parse_resource_version};
 
 use super::error::StoreError;
+use super::handoff::Handoff;
 use super::index::{IndexDef, IndexFunc};
 use super::reader::{Shared, Snapshot, Store};
-use super::version::{Log, Version};
+use super::version::Version;
 
 /// One change in a [`Batch`].
 #[derive(Clone, Debug)]
@@ -156,7 +155,9 @@ impl Extend<Op> for Batch {
 /// number; index functions are not called again, keys are not compared) to become the next back buffer. This is the left-right
 /// scheme, made safe without `unsafe`: "no reader is left" is `Arc::get_mut` succeeding on the
 /// old front after `ArcSwap::swap` (which converts every reader's outstanding load into a
-/// counted reference before it returns).
+/// counted reference before it returns). The protocol (`src/store/handoff.rs`) is
+/// model-checked with loom, under every interleaving of a writer and its readers
+/// (`tests/loom_handoff.rs`).
 ///
 /// # Waiting on readers
 ///
@@ -174,56 +175,28 @@ impl Extend<Op> for Batch {
 /// reader path.
 pub struct Writer {
     shared: Arc<Shared>,
-    /// The published buffer (also held by `shared.current`).
-    front: Arc<Version>,
-    /// The other buffer: front's state minus `log` (or minus everything when `stale`).
-    back: Arc<Version>,
-    /// Changes in `front` that `back` has not replayed yet, in order.
-    log: Log,
-    /// `back` must be rebuilt as a copy of `front` (after a replace, an index addition or a
-    /// failed replace that left it half-built).
-    stale: bool,
+    /// The two buffers and the log between them (the protocol lives in `handoff.rs`).
+    buffers: Handoff<Version>,
     rv_tx: watch::Sender<u64>,
-    /// Buffers left to readers that still hold them.
-    retired: Vec<Arc<Version>>,
-    /// How many times a held buffer made the writer copy the front buffer.
-    copies: u64,
 }
-
-/// How long a writer call waits for readers to leave the buffer it must write before it copies
-/// the front buffer instead: a fixed part plus a part per object, because the copy it avoids
-/// grows with the store (an estimate, not a measured copy time).
-fn pin_wait(len: usize) -> Duration {
-    Duration::from_millis(1)
-        + Duration::from_nanos(50).saturating_mul(len.min(u32::MAX as usize) as u32)
-}
-
-/// How long the writer busy-waits before it starts yielding its CPU: a `Store` call in progress
-/// finishes well within it unless its thread was preempted, and yielding on a busy machine can
-/// cost a whole scheduler time slice.
-const SPIN: Duration = Duration::from_micros(50);
-
-/// Spins (without looking at the clock) before the first time check, and between checks.
-const SPINS: u32 = 64;
 
 impl fmt::Debug for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Writer")
-            .field("front", &self.front)
-            .field("pending_changes", &self.log.len())
-            .field("retired", &self.retired.len())
-            .field("copies", &self.copies)
+            .field("front", self.buffers.front())
+            .field("pending_changes", &self.buffers.pending())
+            .field("retired", &self.buffers.retired())
+            .field("copies", &self.buffers.copies())
             .finish()
     }
 }
 
 impl Writer {
     pub(crate) fn new(version: Version) -> (Store, Writer) {
-        let back = Arc::new(version.clone());
-        let front = Arc::new(version);
+        let (buffers, front) = Handoff::new(version);
         let (rv_tx, rv_rx) = watch::channel(front.resource_version);
         let shared = Arc::new(Shared {
-            current: arc_swap::ArcSwap::new(front.clone()),
+            current: arc_swap::ArcSwap::new(front),
             rv: rv_rx,
         });
         (
@@ -232,13 +205,8 @@ impl Writer {
             },
             Writer {
                 shared,
-                front,
-                back,
-                log: Vec::new(),
-                stale: false,
+                buffers,
                 rv_tx,
-                retired: Vec::new(),
-                copies: 0,
             },
         )
     }
@@ -253,19 +221,19 @@ impl Writer {
     /// The latest published version (what readers see now).
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            version: self.front.clone(),
+            version: self.buffers.front().clone(),
         }
     }
 
     /// The resourceVersion of the latest published version.
     pub fn resource_version(&self) -> u64 {
-        self.front.resource_version
+        self.buffers.front().resource_version
     }
 
     /// How many times a buffer still held by readers (a [`Snapshot`] kept across writes) made
     /// this writer copy the store instead of updating that buffer in place.
     pub fn buffer_copies(&self) -> u64 {
-        self.copies
+        self.buffers.copies()
     }
 
     /// Applies a batch of adds, updates and deletes as one version (client-go `Add`, `Update`,
@@ -279,18 +247,19 @@ impl Writer {
     /// [`StoreError::IndexFunc`] when an index function fails on an added object: the whole
     /// batch is rejected, readers never see any of it, and the store is unchanged.
     pub fn apply(&mut self, batch: Batch) -> Result<Vec<Option<Arc<Object>>>, StoreError> {
-        self.sweep();
-        let current_rv = self.front.resource_version;
+        self.buffers.sweep();
+        let front = self.buffers.front();
+        let current_rv = front.resource_version;
         // Everything that can fail happens before anything changes: the index values of every
         // added object.
         // (Objects' own resourceVersions are parsed while writing, when each object is in
         // cache anyway; a pass of its own over the batch costs a cache miss per object.)
-        let customs = self.front.custom_count();
+        let customs = front.custom_count();
         let mut values = Vec::new();
         if customs > 0 {
             for op in &batch.ops {
                 if let Op::Upsert(obj) = op {
-                    self.front.custom_values(obj, &mut values)?;
+                    front.custom_values(obj, &mut values)?;
                 }
             }
         }
@@ -298,9 +267,7 @@ impl Writer {
             return Ok(Vec::new());
         }
         let mut max_rv = None;
-        self.prepare_back(true);
-        let mut log = std::mem::take(&mut self.log);
-        let back = Arc::make_mut(&mut self.back);
+        let (back, log) = self.buffers.begin(true);
         let mut previous = Vec::with_capacity(batch.ops.len());
         let mut values = values.chunks(customs.max(1));
         for op in batch.ops {
@@ -314,9 +281,9 @@ impl Writer {
                     } else {
                         values.next().unwrap_or_default()
                     };
-                    previous.push(back.upsert(obj, custom, &mut log));
+                    previous.push(back.upsert(obj, custom, log));
                 }
-                Op::Delete(key) => previous.push(back.delete(key.as_str(), &mut log)),
+                Op::Delete(key) => previous.push(back.delete(key.as_str(), log)),
             }
         }
         back.resource_version = batch
@@ -324,7 +291,6 @@ impl Writer {
             .or(max_rv)
             .unwrap_or(current_rv)
             .max(current_rv);
-        self.log = log;
         self.publish(false);
         Ok(previous)
     }
@@ -343,27 +309,20 @@ impl Writer {
     where
         I: IntoIterator<Item = Arc<Object>>,
     {
-        self.sweep();
-        self.prepare_back(false);
-        let back = Arc::make_mut(&mut self.back);
+        self.buffers.sweep();
+        // The back buffer is rebuilt: however this ends, it is copied from the front before
+        // its next use as the back. On failure it is half-built and never published (the
+        // front, what readers see, is never touched).
+        let (back, scratch) = self.buffers.begin_rebuild();
         back.clear();
-        let mut scratch = Vec::new();
         let mut values = Vec::new();
         for obj in objects {
             values.clear();
-            if let Err(e) = back.custom_values(&obj, &mut values) {
-                // The back buffer is half-built: rebuild it from the front before its next
-                // use. The front (what readers see) was never touched.
-                self.stale = true;
-                self.log.clear();
-                return Err(e);
-            }
-            back.upsert(obj, &values, &mut scratch);
+            back.custom_values(&obj, &mut values)?;
+            back.upsert(obj, &values, scratch);
             scratch.clear();
         }
         back.resource_version = rv;
-        self.stale = true;
-        self.log.clear();
         self.publish(true);
         Ok(())
     }
@@ -371,12 +330,11 @@ impl Writer {
     /// Advances the resourceVersion without changing objects (a watch BOOKMARK event). A `rv`
     /// at or below the current one changes nothing.
     pub fn bookmark(&mut self, rv: u64) {
-        self.sweep();
-        if rv <= self.front.resource_version {
+        self.buffers.sweep();
+        if rv <= self.buffers.front().resource_version {
             return;
         }
-        self.prepare_back(true);
-        Arc::make_mut(&mut self.back).resource_version = rv;
+        self.buffers.begin(true).0.resource_version = rv;
         self.publish(false);
     }
 
@@ -400,7 +358,7 @@ impl Writer {
     where
         I: IntoIterator<Item = (String, IndexFunc)>,
     {
-        self.sweep();
+        self.buffers.sweep();
         let defs: Vec<IndexDef> = indexers
             .into_iter()
             .map(|(name, func)| IndexDef::new(name, func))
@@ -408,110 +366,25 @@ impl Writer {
         if defs.is_empty() {
             return Ok(());
         }
-        let maps = self.front.build_indexes(&defs)?;
-        self.prepare_back(true);
-        Arc::make_mut(&mut self.back).attach_indexes(defs, maps);
-        self.stale = true;
-        self.log.clear();
+        let maps = self.buffers.front().build_indexes(&defs)?;
+        self.buffers.begin(true).0.attach_indexes(defs, maps);
+        self.buffers.discard();
         self.publish(false);
         Ok(())
     }
 
-    /// Makes `back` exclusively the writer's and, when `state` is asked for, brings it to the
-    /// front's state. Waits up to [`pin_wait`] for readers to leave it; past that, leaves it to
-    /// them and starts a fresh buffer (a copy of the front, or an empty one).
-    fn prepare_back(&mut self, state: bool) {
-        if !self.wait_back(pin_wait(self.front.len())) {
-            let fresh = if state {
-                (*self.front).clone()
-            } else {
-                self.front.empty_like()
-            };
-            let held = std::mem::replace(&mut self.back, Arc::new(fresh));
-            self.retired.push(held);
-            self.log.clear();
-            self.stale = false;
-            self.copies += 1;
-            return;
-        }
-        if state {
-            self.catch_up();
-        } else if !Arc::ptr_eq(&self.back.defs, &self.front.defs) {
-            // The content is about to be thrown away; only the index set must match.
-            *Arc::make_mut(&mut self.back) = self.front.empty_like();
-        }
-    }
-
-    /// Waits until no reader holds `back`: spins for up to [`SPIN`] (or only a few spins when
-    /// `limit` is zero), then yields until `limit` has passed. Returns whether it is free.
-    fn wait_back(&mut self, limit: Duration) -> bool {
-        let start = Instant::now();
-        loop {
-            for _ in 0..SPINS {
-                if Arc::get_mut(&mut self.back).is_some() {
-                    return true;
-                }
-                std::hint::spin_loop();
-            }
-            let waited = start.elapsed();
-            if waited >= limit {
-                return false;
-            }
-            if waited >= SPIN {
-                thread::yield_now();
-            }
-        }
-    }
-
-    /// Brings `back` to the front's state if no reader holds it; returns whether it did.
-    fn catch_up(&mut self) -> bool {
-        let Some(back) = Arc::get_mut(&mut self.back) else {
-            return false;
-        };
-        if self.stale {
-            // Release the old content before copying, so two copies never coexist with it.
-            *back = self.front.empty_like();
-            *back = (*self.front).clone();
-            self.stale = false;
-        } else {
-            back.replay(&mut self.log);
-            back.resource_version = self.front.resource_version;
-            back.generation = self.front.generation;
-        }
-        self.log.clear();
-        true
-    }
-
-    /// Publishes `back` (just written) as the new front; the old front becomes `back` and
-    /// replays the log at once if no reader holds it (waiting up to [`pin_wait`] when `wait`:
-    /// after a replace, to release the old content promptly), else at the next call.
+    /// Publishes the back buffer as the new version, wakes `wait_for` callers, and brings the
+    /// other buffer up to date (waiting for its readers when `wait`: after a replace, to
+    /// release the old content promptly).
     fn publish(&mut self, wait: bool) {
-        let generation = self.front.generation + 1;
-        Arc::make_mut(&mut self.back).generation = generation;
-        let rv = self.back.resource_version;
-        let next = self.back.clone();
-        // `swap` settles arc-swap's outstanding reader debts on the old front before it
-        // returns: from here on its strong count counts every reader still in it.
-        drop(self.shared.current.swap(next.clone()));
-        self.back = std::mem::replace(&mut self.front, next);
-        // After the store: a waiter woken by this value finds the version published.
+        self.buffers.publish(&self.shared.current);
+        let rv = self.buffers.front().resource_version;
+        // After the swap: a waiter woken by this value finds the version published.
         self.rv_tx.send_if_modified(|v| {
             let changed = *v != rv;
             *v = rv;
             changed
         });
-        let limit = if wait {
-            pin_wait(self.front.len())
-        } else {
-            Duration::ZERO
-        };
-        if self.wait_back(limit) {
-            self.catch_up();
-        }
-    }
-
-    /// Drops the retired buffers that no reader holds any more.
-    fn sweep(&mut self) {
-        self.retired.retain(|v| Arc::strong_count(v) > 1);
+        self.buffers.settle(wait);
     }
 }

@@ -1,0 +1,47 @@
+//! What [`super::handoff`] is built on, in normal builds: std's `Arc`, arc-swap's `ArcSwap` as
+//! the published cell, and a spin-then-yield wait. `tests/loom_handoff.rs` supplies loom's
+//! versions of the same names to model-check the hand-back.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub(crate) use std::sync::Arc;
+
+/// The cell readers load the published buffer from.
+pub(crate) type Current<T> = arc_swap::ArcSwap<T>;
+
+/// The value of an `Arc` the caller holds the only reference to (as `Arc::make_mut`, which
+/// clones when it is shared; the hand-back only calls this on a buffer it has checked).
+pub(crate) fn make_mut<T: Clone>(arc: &mut Arc<T>) -> &mut T {
+    Arc::make_mut(arc)
+}
+
+/// How long [`wait_unique`] busy-waits before it starts yielding its CPU: a `Store` call in
+/// progress finishes well within it unless its thread was preempted, and yielding on a busy
+/// machine can cost a whole scheduler time slice.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Spins (without looking at the clock) before the first time check, and between checks.
+const SPINS: u32 = 64;
+
+/// Waits until `arc` is the only reference to its value: spins for up to [`SPIN`] (or only a
+/// few spins when `limit` is zero), then yields until `limit` has passed. Returns whether it
+/// is the only one.
+pub(crate) fn wait_unique<T>(arc: &mut Arc<T>, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..SPINS {
+            if Arc::get_mut(arc).is_some() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        let waited = start.elapsed();
+        if waited >= limit {
+            return false;
+        }
+        if waited >= SPIN {
+            thread::yield_now();
+        }
+    }
+}
