@@ -20,6 +20,7 @@ use crate::object::{Object, ObjectKey};
 
 use super::error::StoreError;
 use super::index::{Builtin, IndexDef, IndexValues, NO_POS, Slot, SlotSet, normalize};
+use super::writer::Op;
 
 /// Hasher of every map of a store; one random seed per store, shared by its buffers.
 pub(crate) type Hasher = foldhash::fast::RandomState;
@@ -33,6 +34,9 @@ type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 
 /// Slots read together by [`Version::get_many`].
 const LOOKUP_GROUP: usize = 16;
+
+/// Changes read ahead together by [`Version::warm`] and [`Version::replay`].
+pub(crate) const WARM_GROUP: usize = 16;
 
 /// Slices of the hash range that [`shard_map`] assigns to shards (a power of two).
 const SHARD_SLOTS: usize = 1024;
@@ -497,12 +501,73 @@ impl Version {
         Some(old)
     }
 
-    /// Applies (and empties) changes recorded on the other buffer, which was in the same state
-    /// as this one.
-    pub(crate) fn replay(&mut self, log: &mut Log) {
-        for change in log.drain(..) {
-            self.replay_one(change);
+    /// Reads ahead, for a group of upcoming changes (at most [`WARM_GROUP`]), what their
+    /// writes will read: each key's text, its table entry, its slab entry and stored key, and
+    /// the fields the provided indexes compare in the old and the new object. In a large store
+    /// each of these is a cache miss, and within one write each waits for the one before;
+    /// taken step by step for the whole group, the misses of one step are independent and
+    /// overlap. Only reads: the writes that follow find everything in cache.
+    pub(crate) fn warm(&self, ops: &[Op]) {
+        let ops = &ops[..ops.len().min(WARM_GROUP)];
+        let mut hashes = [0u64; WARM_GROUP];
+        for (h, op) in hashes.iter_mut().zip(ops) {
+            *h = self.hash(match op {
+                Op::Upsert(obj) => obj.key_ref().as_str(),
+                Op::Delete(key) => key.as_str(),
+            });
         }
+        let mut slots = [Slot::MAX; WARM_GROUP];
+        for (slot, &h) in slots.iter_mut().zip(&hashes).take(ops.len()) {
+            // The first entry whose tag matches: the item itself, almost always.
+            if let Some(&s) = self.shards[self.shard_of(h)].find(h, |_| true) {
+                *slot = s;
+            }
+        }
+        let mut sink = 0usize;
+        for (op, &slot) in ops.iter().zip(&slots) {
+            if let Some(item) = self.item(slot) {
+                sink ^= item
+                    .key
+                    .as_str()
+                    .as_bytes()
+                    .first()
+                    .map_or(0, |&b| usize::from(b));
+                for def in self.defs.iter() {
+                    sink ^= def.builtin.touch(&item.obj);
+                }
+            }
+            if let Op::Upsert(obj) = op {
+                for def in self.defs.iter() {
+                    sink ^= def.builtin.touch(obj);
+                }
+            }
+        }
+        std::hint::black_box(sink);
+    }
+
+    /// Applies (and empties) changes recorded on the other buffer, which was in the same state
+    /// as this one. Changes are taken in groups of [`WARM_GROUP`]: the slab entries of a
+    /// group's updates and the reference counts of the objects they replace (dropped here) are
+    /// read for the whole group first, so that their cache misses overlap.
+    pub(crate) fn replay(&mut self, log: &mut Log) {
+        let capacity = log.capacity();
+        let mut changes = std::mem::take(log).into_iter();
+        while changes.len() > 0 {
+            let mut sink = 0usize;
+            for change in changes.as_slice().iter().take(WARM_GROUP) {
+                if let Change::Put { slot, .. } = change
+                    && let Some(item) = self.item(*slot)
+                {
+                    sink ^= Arc::strong_count(&item.obj);
+                }
+            }
+            std::hint::black_box(sink);
+            for change in changes.by_ref().take(WARM_GROUP) {
+                self.replay_one(change);
+            }
+        }
+        // The log's allocation went with the changes: give the next one the same room.
+        *log = Vec::with_capacity(capacity);
     }
 
     /// Applies one change recorded on the other buffer.

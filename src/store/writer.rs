@@ -11,7 +11,7 @@ use super::error::StoreError;
 use super::handoff::Handoff;
 use super::index::{IndexDef, IndexFunc};
 use super::reader::{Shared, Snapshot, Store};
-use super::version::Version;
+use super::version::{Version, WARM_GROUP};
 
 /// One change in a [`Batch`].
 #[derive(Clone, Debug)]
@@ -270,20 +270,24 @@ impl Writer {
         let (back, log) = self.buffers.begin(true);
         let mut previous = Vec::with_capacity(batch.ops.len());
         let mut values = values.chunks(customs.max(1));
-        for op in batch.ops {
-            match op {
-                Op::Upsert(obj) => {
-                    if batch.resource_version.is_none() {
-                        max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+        let mut ops = batch.ops.into_iter();
+        while ops.len() > 0 {
+            back.warm(ops.as_slice());
+            for op in ops.by_ref().take(WARM_GROUP) {
+                match op {
+                    Op::Upsert(obj) => {
+                        if batch.resource_version.is_none() {
+                            max_rv = max_rv.max(parse_resource_version(obj.resource_version()));
+                        }
+                        let custom = if customs == 0 {
+                            &[]
+                        } else {
+                            values.next().unwrap_or_default()
+                        };
+                        previous.push(back.upsert(obj, custom, log));
                     }
-                    let custom = if customs == 0 {
-                        &[]
-                    } else {
-                        values.next().unwrap_or_default()
-                    };
-                    previous.push(back.upsert(obj, custom, log));
+                    Op::Delete(key) => previous.push(back.delete(key.as_str(), log)),
                 }
-                Op::Delete(key) => previous.push(back.delete(key.as_str(), log)),
             }
         }
         back.resource_version = batch
