@@ -81,22 +81,34 @@ mod handoff;
 use handoff::{Buffer, Handoff};
 use sync::{Arc, Current};
 
-/// A store in miniature: every write sets both cells to the new resourceVersion, which is
-/// also the number of versions published, so a reader can tell a whole version from a torn
-/// or stale one.
+/// A store in miniature. Every write sets both cells to the resourceVersion it publishes,
+/// which is also the generation it is published as, and appends it to `history`; a rebuild
+/// starts a new history. `config` stands for the set of indexes.
 #[derive(Clone, Debug, PartialEq)]
 struct Model {
     cells: [u64; 2],
+    history: Vec<u64>,
+    config: u32,
     rv: u64,
     generation: u64,
 }
 
-impl Buffer for Model {
-    type Change = (usize, u64);
+/// A logged change.
+#[derive(Debug)]
+enum Change {
+    Cell(usize, u64),
+    Seen(u64),
+}
 
-    fn catch_up(&mut self, log: &mut Vec<(usize, u64)>, front: &Self) {
-        for (cell, value) in log.drain(..) {
-            self.cells[cell] = value;
+impl Buffer for Model {
+    type Change = Change;
+
+    fn catch_up(&mut self, log: &mut Vec<Change>, front: &Self) {
+        for change in log.drain(..) {
+            match change {
+                Change::Cell(cell, value) => self.cells[cell] = value,
+                Change::Seen(v) => self.history.push(v),
+            }
         }
         self.rv = front.rv;
         self.generation = front.generation;
@@ -105,6 +117,8 @@ impl Buffer for Model {
     fn empty_like(&self) -> Self {
         Model {
             cells: [0; 2],
+            history: Vec::new(),
+            config: self.config,
             rv: 0,
             generation: 0,
         }
@@ -114,8 +128,8 @@ impl Buffer for Model {
         self.cells.len()
     }
 
-    fn same_config(&self, _: &Self) -> bool {
-        true
+    fn same_config(&self, other: &Self) -> bool {
+        self.config == other.config
     }
 
     fn generation(&self) -> u64 {
@@ -127,101 +141,164 @@ impl Buffer for Model {
     }
 }
 
-/// A whole published version: both cells and the generation agree with the resourceVersion.
+/// A whole published version: cells, resourceVersion and generation agree, and the history is
+/// strictly increasing and ends with it.
 fn check(v: &Model) {
     assert_eq!(v.cells, [v.rv, v.rv], "torn or stale version: {v:?}");
     assert_eq!(v.generation, v.rv, "generation of {v:?}");
+    assert!(
+        v.history.windows(2).all(|w| w[0] < w[1]),
+        "a change replayed twice or out of order: {v:?}"
+    );
+    assert_eq!(
+        v.history.last().copied().unwrap_or(0),
+        v.rv,
+        "history of {v:?}"
+    );
 }
 
-/// An update (`Writer::apply`): changes in the back buffer, logged, then published.
-fn apply(h: &mut Handoff<Model>, cur: &Current<Model>, rv: u64) {
-    let (back, log) = h.begin(true);
+/// The resourceVersion (and generation) the next publish gets.
+fn next(h: &Handoff<Model>) -> u64 {
+    h.front().generation + 1
+}
+
+/// `Writer::apply`: logged changes in the back buffer, published, other buffer settled.
+fn apply(h: &mut Handoff<Model>, cur: &Current<Model>) {
+    let rv = next(h);
+    let (back, log) = h.begin();
     check(back);
     for cell in 0..2 {
         back.cells[cell] = rv;
-        log.push((cell, rv));
+        log.push(Change::Cell(cell, rv));
     }
+    back.history.push(rv);
+    log.push(Change::Seen(rv));
     back.rv = rv;
     h.publish(cur);
     h.settle(false);
 }
 
-/// A rebuild (`Writer::replace`): new content, nothing logged, then published; waits for the
-/// old content's readers.
-fn replace(h: &mut Handoff<Model>, cur: &Current<Model>, rv: u64) {
+/// `Writer::replace`: new content, nothing logged, published; waits for the old content's
+/// readers.
+fn replace(h: &mut Handoff<Model>, cur: &Current<Model>) {
+    let rv = next(h);
     let (back, scratch) = h.begin_rebuild();
     assert!(scratch.is_empty());
     *back = back.empty_like();
     back.cells = [rv; 2];
+    back.history = vec![rv];
     back.rv = rv;
     h.publish(cur);
     h.settle(true);
 }
 
-/// A rebuild that fails half-way (`Writer::replace` with a failing index function): the back
-/// buffer is left half-built and nothing is published.
+/// `Writer::replace` with an index function failing half-way: nothing published.
 fn failed_replace(h: &mut Handoff<Model>) {
     let (back, _) = h.begin_rebuild();
     *back = back.empty_like();
     back.cells[0] = 999;
+    back.history = vec![999];
 }
 
-/// After the readers are gone: the front is what the cell holds, the back catches up to it
-/// exactly, and no retired buffer is left.
-fn finish(mut h: Handoff<Model>, cur: &Current<Model>, rv: u64) {
+/// `Writer::add_indexers`: the new index in the back buffer (not logged), published.
+fn add_index(h: &mut Handoff<Model>, cur: &Current<Model>) {
+    let rv = next(h);
+    let (back, _) = h.begin();
+    back.config += 1;
+    back.cells = [rv; 2];
+    back.history.push(rv);
+    back.rv = rv;
+    h.discard();
+    h.publish(cur);
+    h.settle(false);
+}
+
+/// A write that stops half-way (an index function panics inside `Writer::apply`): part of
+/// it in the buffer and the log, nothing published.
+fn aborted_apply(h: &mut Handoff<Model>) {
+    let (back, log) = h.begin();
+    back.history.push(1_000);
+    back.cells[1] = 1_000;
+    log.push(Change::Seen(1_000));
+}
+
+/// After the readers are gone: the front is what the cell holds, at `rv` with `config`; the
+/// back catches up to it exactly; no retired buffer is left. Returns the copies made.
+fn finish(mut h: Handoff<Model>, cur: &Current<Model>, rv: u64, config: u32) -> u64 {
     let front = (**h.front()).clone();
-    assert_eq!(front.rv, rv);
     check(&front);
+    assert_eq!((front.rv, front.config), (rv, config));
     assert_eq!(*cur.load(), front);
-    let (back, log) = h.begin(true);
+    let (back, log) = h.begin();
     assert!(log.is_empty());
     assert_eq!(*back, front);
     h.sweep();
     assert_eq!(h.retired(), 0);
+    h.copies()
 }
 
 /// Runs `f` under every interleaving loom finds (no preemption bound unless
-/// `LOOM_MAX_PREEMPTIONS` sets one); prints how many there were (`--nocapture`).
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// `LOOM_MAX_PREEMPTIONS` sets one); `f` returns the copies its writer made. Prints how many
+/// interleavings there were (`--nocapture`); returns whether some interleaving made a copy.
+fn model(f: impl Fn() -> u64 + Sync + Send + 'static) -> bool {
     let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let count = runs.clone();
+    let copied = std::sync::Arc::new(AtomicUsize::new(0));
+    let (r, c) = (runs.clone(), copied.clone());
     loom::model::Builder::new().check(move || {
-        count.fetch_add(1, Ordering::Relaxed);
-        f();
+        r.fetch_add(1, Ordering::Relaxed);
+        if f() > 0 {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
     });
-    eprintln!("{} interleavings explored", runs.load(Ordering::Relaxed));
+    let (runs, copied) = (runs.load(Ordering::Relaxed), copied.load(Ordering::Relaxed));
+    eprintln!("{runs} interleavings explored, {copied} with a copy");
+    copied > 0
 }
 
 fn start() -> (Handoff<Model>, Arc<Current<Model>>) {
     let (h, front) = Handoff::new(Model {
         cells: [0; 2],
+        history: Vec::new(),
+        config: 0,
         rv: 0,
         generation: 0,
     });
     (h, Arc::new(Current::new(front)))
 }
 
+/// Spawns a reader that loads twice and checks both versions and their order. It yields
+/// while it holds each (a reader thread preempted in the middle of a call): loom runs a
+/// yielding writer's other threads first, so without these the writer would always find the
+/// reader gone.
+fn reader(cur: &Arc<Current<Model>>) -> thread::JoinHandle<()> {
+    let cur = cur.clone();
+    thread::spawn(move || {
+        let a = cur.load();
+        check(&a);
+        thread::yield_now();
+        let b = cur.load();
+        check(&b);
+        assert!(
+            b.generation >= a.generation,
+            "went back from {a:?} to {b:?}"
+        );
+        thread::yield_now();
+    })
+}
+
 /// One reader loading twice while the writer applies, replaces and applies again.
 #[test]
 fn reader_sees_whole_versions_in_order() {
-    model(|| {
+    let copied = model(|| {
         let (mut h, cur) = start();
-        let reader = {
-            let cur = cur.clone();
-            thread::spawn(move || {
-                let a = cur.load();
-                check(&a);
-                let b = cur.load();
-                check(&b);
-                assert!(b.rv >= a.rv, "went back from {a:?} to {b:?}");
-            })
-        };
-        apply(&mut h, &cur, 1);
-        replace(&mut h, &cur, 2);
-        apply(&mut h, &cur, 3);
-        reader.join().expect("reader");
-        finish(h, &cur, 3);
+        let r = reader(&cur);
+        apply(&mut h, &cur);
+        replace(&mut h, &cur);
+        apply(&mut h, &cur);
+        r.join().expect("reader");
+        finish(h, &cur, 3, 0)
     });
+    assert!(copied, "no interleaving took the copy path");
 }
 
 /// A reader holding a version across writes (a `Snapshot`): the writer works around it (it
@@ -229,7 +306,7 @@ fn reader_sees_whole_versions_in_order() {
 /// kept is freed once it lets go.
 #[test]
 fn held_version_never_changes_and_is_freed() {
-    model(|| {
+    let copied = model(|| {
         let (mut h, cur) = start();
         let holder = {
             let cur = cur.clone();
@@ -238,18 +315,20 @@ fn held_version_never_changes_and_is_freed() {
                 let seen = (*held).clone();
                 check(&seen);
                 thread::yield_now();
+                thread::yield_now();
                 let later = cur.load();
                 check(&later);
-                assert!(later.rv >= held.rv);
+                assert!(later.generation >= held.generation);
                 assert_eq!(*held, seen, "a held version changed");
             })
         };
-        apply(&mut h, &cur, 1);
-        apply(&mut h, &cur, 2);
-        apply(&mut h, &cur, 3);
+        apply(&mut h, &cur);
+        apply(&mut h, &cur);
+        apply(&mut h, &cur);
         holder.join().expect("holder");
-        finish(h, &cur, 3);
+        finish(h, &cur, 3, 0)
     });
+    assert!(copied, "no interleaving took the copy path");
 }
 
 /// Two readers, and a replace that fails half-way between two updates: the half-built buffer
@@ -264,13 +343,45 @@ fn two_readers_and_a_failed_replace() {
                 thread::spawn(move || check(&cur.load()))
             })
             .collect();
-        apply(&mut h, &cur, 1);
+        apply(&mut h, &cur);
         failed_replace(&mut h);
-        apply(&mut h, &cur, 2);
+        apply(&mut h, &cur);
         for r in readers {
             r.join().expect("reader");
         }
-        finish(h, &cur, 2);
+        finish(h, &cur, 2, 0)
+    });
+}
+
+/// An index addition, then a replace and an update, with a reader: every later buffer has the
+/// new index configuration, including one rebuilt while the old one was still held.
+#[test]
+fn index_addition_reaches_both_buffers() {
+    let copied = model(|| {
+        let (mut h, cur) = start();
+        let r = reader(&cur);
+        add_index(&mut h, &cur);
+        replace(&mut h, &cur);
+        apply(&mut h, &cur);
+        r.join().expect("reader");
+        finish(h, &cur, 3, 1)
+    });
+    assert!(copied, "no interleaving took the copy path");
+}
+
+/// A write that stops half-way (a panic caught by the caller), then updates, with a reader:
+/// the half-written buffer is rebuilt, never replayed onto or published.
+#[test]
+fn aborted_write_is_never_published() {
+    model(|| {
+        let (mut h, cur) = start();
+        let r = reader(&cur);
+        apply(&mut h, &cur);
+        aborted_apply(&mut h);
+        apply(&mut h, &cur);
+        apply(&mut h, &cur);
+        r.join().expect("reader");
+        finish(h, &cur, 3, 0)
     });
 }
 

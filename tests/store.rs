@@ -881,3 +881,78 @@ fn large_index_sets_stay_sorted_across_shapes_slot_reuse_and_both_buffers() {
         }
     }
 }
+
+/// A write that panics half-way (an index function panicking on a stored object, caught by
+/// the caller) is never published, and the buffer it half-wrote is rebuilt: both buffers,
+/// published in turn by the following writes, hold only complete versions.
+#[test]
+fn write_that_panics_half_way_is_never_published() {
+    static PANIC: AtomicBool = AtomicBool::new(false);
+    let config = StoreConfig::default().indexer(
+        "uid",
+        index_func(|o| {
+            if PANIC.load(Ordering::Relaxed) && o.uid() == "old-a" {
+                panic!("index function panics on the stored a");
+            }
+            Ok(std::iter::once(o.uid().to_owned()).collect())
+        }),
+    );
+    let (reader, mut writer) = store(config);
+    let a = pod("ns", "a", "old-a", &[]);
+    let b = pod("ns", "b", "old-b", &[]);
+    writer
+        .apply(
+            [a.clone(), b.clone()]
+                .into_iter()
+                .map(informer::store::Op::Upsert)
+                .collect(),
+        )
+        .unwrap();
+
+    PANIC.store(true, Ordering::Relaxed);
+    let batch: Batch = [pod("ns", "b", "new-b", &[]), pod("ns", "a", "new-a", &[])]
+        .into_iter()
+        .map(informer::store::Op::Upsert)
+        .collect();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer.apply(batch)));
+    assert!(result.is_err(), "the index function panicked");
+    PANIC.store(false, Ordering::Relaxed);
+
+    let check = |want_c: bool| {
+        let snap = reader.snapshot();
+        assert_eq!(
+            snap.get("ns/a").map(|o| o.uid().to_owned()).as_deref(),
+            Some("old-a")
+        );
+        assert_eq!(
+            snap.get("ns/b").map(|o| o.uid().to_owned()).as_deref(),
+            Some("old-b")
+        );
+        assert!(snap.by_index("uid", "new-b").unwrap().is_empty());
+        assert_eq!(keys(&snap.by_index("uid", "old-b").unwrap()), ["ns/b"]);
+        assert_eq!(snap.get("ns/c").is_some(), want_c);
+        assert_eq!(snap.len(), 2 + usize::from(want_c));
+    };
+    check(false);
+    // Two more versions: each buffer is published once.
+    writer
+        .apply(
+            [pod("ns", "c", "c", &[])]
+                .into_iter()
+                .map(informer::store::Op::Upsert)
+                .collect(),
+        )
+        .unwrap();
+    check(true);
+    writer.bookmark(100);
+    check(true);
+    writer
+        .apply(
+            [pod("ns", "c", "c2", &[])]
+                .into_iter()
+                .map(informer::store::Op::Upsert)
+                .collect(),
+        )
+        .unwrap();
+    check(true);
+}

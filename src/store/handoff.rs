@@ -12,15 +12,19 @@
 //! - The writer owns two buffers: `front` (published) and `back`. It changes `back` only
 //!   while it holds the only reference to it ([`wait_unique`](super::sync::wait_unique) is an
 //!   `Arc::get_mut` check), and records each change in a log.
-//! - `publish` swaps `back` into the cell; the cell's `swap` returns only once every reader
-//!   that loaded the old front either holds a counted reference to it or will see the new
-//!   one (arc-swap settles its readers' debts before `swap` returns; the loom model's cell is
-//!   linearizable). The old front becomes `back`.
+//! - `publish` swaps `back` into the cell; the cell's `swap` returns only once every load in
+//!   progress either ends holding a counted reference to the old front or returns the new one
+//!   (arc-swap settles its readers' debts before `swap` returns; the loom model's cell is a
+//!   mutex, which counts every load at once). The old front becomes `back`.
 //! - Once no reader holds the new `back`, it replays the log (or, when `stale`, is rebuilt as
 //!   a copy of the front) and is then in the front's state again.
 //! - A reader that keeps `back` too long (a held snapshot) does not block the writer: after
 //!   waiting up to [`pin_wait`], the writer leaves that buffer to its readers (`retired`,
-//!   freed by a later call once they let go) and continues in a fresh copy of the front.
+//!   freed by a later call once they let go) and continues in a fresh copy of the front (or
+//!   an empty buffer, for a rebuild).
+//! - A write that stops between `begin` and `publish` (a panic in an index function or in
+//!   the caller's iterator) leaves the back buffer half-written: the next `begin` finds it
+//!   so and rebuilds it from the front.
 
 use std::time::Duration;
 
@@ -70,8 +74,11 @@ pub(crate) struct Handoff<B: Buffer> {
     /// Changes in `front` that `back` has not replayed yet, in order.
     log: Vec<B::Change>,
     /// `back` must be rebuilt as a copy of `front` (after a replace, an index addition or a
-    /// failed write that left it half-built).
+    /// failed replace that left it half-built).
     stale: bool,
+    /// A write began on `back` and was not published: whatever it changed is not in the log
+    /// (or only partly), so `back` must be rebuilt before the next write.
+    writing: bool,
     /// Buffers left to readers that still hold them.
     retired: Vec<Arc<B>>,
     /// How many times a held buffer made the writer copy the front buffer.
@@ -88,6 +95,7 @@ impl<B: Buffer> Handoff<B> {
             back,
             log: Vec::new(),
             stale: false,
+            writing: false,
             retired: Vec::new(),
             copies: 0,
         };
@@ -119,29 +127,38 @@ impl<B: Buffer> Handoff<B> {
         self.retired.retain(|b| Arc::strong_count(b) > 1);
     }
 
-    /// The back buffer, the writer's alone, for the next version, and the log to record its
-    /// changes in. With `state`, the buffer is in the front's state; without, its content is
-    /// unspecified (the caller clears it) but its configuration is the front's.
+    /// The back buffer, the writer's alone and in the front's state, for the next version,
+    /// and the log to record its changes in (for the other buffer to replay). Follow with
+    /// [`Handoff::publish`], or [`Handoff::discard`] when the changes must not be replayed.
     ///
     /// Waits up to [`pin_wait`] for readers still in the buffer; past that, leaves it to them
-    /// and starts a fresh one (a copy of the front, or an empty one).
-    pub(crate) fn begin(&mut self, state: bool) -> (&mut B, &mut Vec<B::Change>) {
-        self.prepare(state);
+    /// and starts a fresh copy of the front.
+    pub(crate) fn begin(&mut self) -> (&mut B, &mut Vec<B::Change>) {
+        self.prepare(true);
+        self.writing = true;
         (make_mut(&mut self.back), &mut self.log)
     }
 
-    /// [`Handoff::begin`] for a write that rebuilds the whole content (a replace): the back
-    /// buffer is marked stale first (see [`Handoff::discard`]), so that however the rebuild
-    /// ends, even half-way, it is copied from the front before its next use; the log returned
-    /// is empty scratch space.
+    /// [`Handoff::begin`] for a write that rebuilds the whole content (a replace): the
+    /// buffer's content is unspecified (the caller clears it) but its configuration is the
+    /// front's. It is marked stale first (see [`Handoff::discard`]), so that however the
+    /// rebuild ends, even half-way, it is copied from the front before its next use; the log
+    /// returned is empty scratch space.
     pub(crate) fn begin_rebuild(&mut self) -> (&mut B, &mut Vec<B::Change>) {
         self.prepare(false);
         self.discard();
+        self.writing = true;
         (make_mut(&mut self.back), &mut self.log)
     }
 
-    /// See [`Handoff::begin`].
+    /// Makes `back` the writer's alone and, with `state`, in the front's state.
     fn prepare(&mut self, state: bool) {
+        if self.writing {
+            // The last write stopped half-way (it panicked): its changes are in `back` but
+            // not all in the log.
+            self.discard();
+            self.writing = false;
+        }
         if !wait_unique(&mut self.back, pin_wait(self.front.len())) {
             let fresh = if state {
                 (*self.front).clone()
@@ -171,6 +188,7 @@ impl<B: Buffer> Handoff<B> {
     /// Publishes the back buffer (written since [`Handoff::begin`]) as the new front; the old
     /// front becomes the back. Call [`Handoff::settle`] next.
     pub(crate) fn publish(&mut self, current: &Current<B>) {
+        self.writing = false;
         let generation = self.front.generation() + 1;
         make_mut(&mut self.back).set_generation(generation);
         let next = self.back.clone();

@@ -21,9 +21,9 @@
 //! publishes it with one atomic swap, and brings the old front up to date by replaying the log
 //! once no reader is left in it (left-right double buffering, without `unsafe`: see
 //! [`Writer`]; the hand-back between the buffers is model-checked with loom,
-//! `tests/loom_handoff.rs`). An update costs one key lookup in the back buffer, one slab store in the other
-//! (no hashing, no key comparison) and, per index, a comparison of the fields the index reads
-//! (provided functions) or one call of the function on the old and the new object; `by_index`
+//! `tests/loom_handoff.rs`). An update costs one key lookup in the back buffer, one slab store in
+//! the other (no hashing, no key comparison) and, per index, a comparison of the fields the index
+//! reads (provided functions) or one call of the function on the old and the new object; `by_index`
 //! reads each member's object straight from its slot (no hashing, no key read). A batch is
 //! written, and replayed, in groups of 16 changes whose memory is read ahead for the whole
 //! group first, so that the cache misses of different keys overlap.

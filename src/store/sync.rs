@@ -10,9 +10,14 @@ pub(crate) use std::sync::Arc;
 /// The cell readers load the published buffer from.
 pub(crate) type Current<T> = arc_swap::ArcSwap<T>;
 
-/// The value of an `Arc` the caller holds the only reference to (as `Arc::make_mut`, which
-/// clones when it is shared; the hand-back only calls this on a buffer it has checked).
+/// The value of an `Arc` the caller holds the only reference to. The hand-back only calls
+/// this on a buffer it has checked is unique (the loom model fails otherwise); were it ever
+/// shared, this would copy it (`Arc::make_mut`) rather than panic, and debug builds assert.
 pub(crate) fn make_mut<T: Clone>(arc: &mut Arc<T>) -> &mut T {
+    debug_assert!(
+        Arc::get_mut(arc).is_some(),
+        "the store's writer would write a buffer a reader holds"
+    );
     Arc::make_mut(arc)
 }
 

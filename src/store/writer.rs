@@ -146,29 +146,30 @@ impl Extend<Op> for Batch {
 
 /// The one writer of a store (the informer). Not `Clone`: one writer, so versions form a line.
 ///
-/// The writer keeps two buffers, each a complete store (items in a slab, keys and indexes in
-/// plain hash maps naming slots; objects, keys and index values are shared `Arc`s, so a buffer
-/// costs pointers, not copies of objects). Readers look up in the *front* buffer, published through one `arc_swap::ArcSwap`;
-/// nothing changes it while it is published. A write goes to the *back* buffer, in place, and
-/// is recorded in a log; then the two swap roles with one atomic pointer swap, and the old
-/// front, once no reader is left in it, replays the log (slab stores and map changes by slot
-/// number; index functions are not called again, keys are not compared) to become the next back buffer. This is the left-right
-/// scheme, made safe without `unsafe`: "no reader is left" is `Arc::get_mut` succeeding on the
-/// old front after `ArcSwap::swap` (which converts every reader's outstanding load into a
-/// counted reference before it returns). The protocol (`src/store/handoff.rs`) is
-/// model-checked with loom, under every interleaving of a writer and its readers
-/// (`tests/loom_handoff.rs`).
+/// The writer keeps two buffers, each a complete store (items in a slab, keys and indexes in plain
+/// hash maps naming slots; objects, keys and index values are shared `Arc`s, so a buffer costs
+/// pointers, not copies of objects). Readers look up in the *front* buffer, published through one
+/// `arc_swap::ArcSwap`; nothing changes it while it is published. A write goes to the *back*
+/// buffer, in place, and is recorded in a log; then the two swap roles with one atomic pointer
+/// swap, and the old front, once no reader is left in it, replays the log (slab stores and map
+/// changes by slot number; index functions are not called again, keys are not compared) to become
+/// the next back buffer. This is the left-right scheme, made safe without `unsafe`: "no reader is
+/// left" is `Arc::get_mut` succeeding on the old front after `ArcSwap::swap` (which converts every
+/// reader's outstanding load into a counted reference before it returns). The protocol
+/// (`src/store/handoff.rs`) is model-checked with loom (`tests/loom_handoff.rs`: every interleaving
+/// of a writer's update, replace, failed replace, index addition and aborted write sequences with
+/// one or two readers, taking arc-swap's own guarantee as given).
 ///
 /// # Waiting on readers
 ///
 /// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
 /// about to write is still in use: a `Store` call that started before the previous swap (it
-/// finishes within microseconds) or a held [`Snapshot`]. It spins for up to 50 µs, then
-/// yields the CPU, for at most about as long as copying the store's tables would take (1 ms
-/// plus 50 ns per object); then it leaves that buffer to its readers and writes into a fresh
-/// copy of the front buffer instead: a held snapshot never blocks the writer, it costs one copy of the
-/// store's tables (time O(n), memory one more buffer until the snapshot is dropped). Hold
-/// snapshots briefly when the store is written often.
+/// finishes within microseconds) or a held [`Snapshot`]. It spins for up to 50 µs, then yields the
+/// CPU, for at most about as long as copying the store's tables would take (1 ms plus 50 ns per
+/// object); then it leaves that buffer to its readers and writes into a fresh copy of the front
+/// buffer instead: a held snapshot never blocks the writer, it costs one copy of the store's tables
+/// (time O(n), memory one more buffer until the snapshot is dropped). Hold snapshots briefly when
+/// the store is written often.
 ///
 /// A call that fails publishes nothing. Buffers left to readers are freed by a later writer
 /// call once no reader holds them, so freeing a replaced store's content happens here, off the
@@ -267,7 +268,7 @@ impl Writer {
             return Ok(Vec::new());
         }
         let mut max_rv = None;
-        let (back, log) = self.buffers.begin(true);
+        let (back, log) = self.buffers.begin();
         let mut previous = Vec::with_capacity(batch.ops.len());
         let mut values = values.chunks(customs.max(1));
         let mut ops = batch.ops.into_iter();
@@ -338,7 +339,7 @@ impl Writer {
         if rv <= self.buffers.front().resource_version {
             return;
         }
-        self.buffers.begin(true).0.resource_version = rv;
+        self.buffers.begin().0.resource_version = rv;
         self.publish(false);
     }
 
@@ -371,7 +372,7 @@ impl Writer {
             return Ok(());
         }
         let maps = self.buffers.front().build_indexes(&defs)?;
-        self.buffers.begin(true).0.attach_indexes(defs, maps);
+        self.buffers.begin().0.attach_indexes(defs, maps);
         self.buffers.discard();
         self.publish(false);
         Ok(())
