@@ -3,24 +3,32 @@
 //!
 //! The file under test is compiled here as it is, with loom's `Arc` and a loom cell in place
 //! of std's `Arc` and arc-swap's `ArcSwap` (the `sync` module below has the names
-//! `handoff.rs` imports from `super::sync`). Loom runs the writer and the readers under every
-//! interleaving (up to a preemption bound) and checks, in each one:
+//! `handoff.rs` imports from `super::sync`). The writer runs the call sequences of `Writer`'s
+//! update, replace, failed replace and index addition, and a write that stops half-way (a
+//! panic), on a store in miniature whose changes are not idempotent (each buffer records every
+//! version it went through, so a change replayed twice or missed shows). Loom runs the writer
+//! and one or two readers under every interleaving (no preemption bound unless
+//! `LOOM_MAX_PREEMPTIONS` sets one) and checks, in each one:
 //!
 //! - the writer never writes a buffer anyone else holds: `make_mut` here asserts that the
-//!   buffer is unique instead of cloning it, as std's `Arc::make_mut` would;
-//! - every buffer a reader loads is a whole published version (a batch that sets both cells
-//!   is seen entirely or not at all, with the resourceVersion and generation it was published
-//!   with), versions never go back for a reader, and a held buffer never changes;
-//! - once the readers are gone, the back buffer catches up to exactly the front's state, and
-//!   every buffer left to readers is freed.
+//!   buffer is unique instead of copying it, as std's `Arc::make_mut` would;
+//! - every buffer a reader loads is a whole published version (both cells, the history, the
+//!   resourceVersion and the generation agree), versions never go back for a reader, and a
+//!   held buffer never changes;
+//! - once the readers are gone, the back buffer catches up to exactly the front's state (same
+//!   history, same index configuration), and every buffer left to readers is freed;
+//! - the path where a reader holds the buffer the writer needs (the copy) is taken in some
+//!   interleavings.
 //!
-//! What is taken as given: arc-swap's contract that `swap` returns only once every reader
-//! that loaded the old value holds a counted reference to it or will load the new one (the
-//! cell here is a loom mutex, which gives exactly that), and that `Arc::get_mut` succeeds only
-//! when no other reference exists (loom models the count and its memory ordering).
+//! Taken as given: arc-swap's contract that `swap` returns only once every load in progress
+//! either ends holding a counted reference to the old value or returns the new one (the cell
+//! here is a loom mutex, which counts every load at once, so arc-swap's uncounted fast path is
+//! not modelled), and that `Arc::get_mut` succeeds only when no other reference exists (loom
+//! models the count). The buffers' contents are plain data changed through `&mut`, so loom has
+//! no data race to look for in them: the checks are about the protocol.
 //!
-//! Run: `cargo test --release --test loom_handoff` (part of the normal test run; the bounds
-//! the search is exhaustive and takes a few seconds).
+//! Run: `cargo test --release --test loom_handoff` (part of the normal test run; within these
+//! scenarios the search is exhaustive, a few seconds).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

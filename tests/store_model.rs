@@ -149,7 +149,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..3, 0u8..8).prop_map(|(ns, n)| OpSpec::Delete(ns, n)),
     ];
     prop_oneof![
-        8 => (prop::collection::vec(op, 0..6), prop::option::of(0u8..60)).prop_map(|(o, rv)| Step::Apply(o, rv)),
+        8 => (prop::collection::vec(op, 0..40), prop::option::of(0u8..60)).prop_map(|(o, rv)| Step::Apply(o, rv)),
         1 => (prop::collection::vec(spec(), 0..10), 0u8..60).prop_map(|(s, rv)| Step::Replace(s, rv)),
         1 => (0u8..60).prop_map(Step::Bookmark),
         1 => (0u8..4).prop_map(Step::AddIndexer),

@@ -147,6 +147,10 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
         }
         per_key.push((op_start, note_start));
     }
+    // Let the version go before writing: held across the writes below, it would be the
+    // buffer a later write of this call needs (`apply_key_by_key` writes once per key), and
+    // that write would wait for this thread, then copy the store.
+    drop(before);
     // The store's resourceVersion may only advance to what the reflector handed over once
     // nothing older is still queued: read it first, then check the queue.
     let seen = shared.seen_rv.load(Ordering::SeqCst);

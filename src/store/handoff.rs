@@ -73,8 +73,8 @@ pub(crate) struct Handoff<B: Buffer> {
     back: Arc<B>,
     /// Changes in `front` that `back` has not replayed yet, in order.
     log: Vec<B::Change>,
-    /// `back` must be rebuilt as a copy of `front` (after a replace, an index addition or a
-    /// failed replace that left it half-built).
+    /// `back` must be rebuilt as a copy of `front` (after a replace, an index addition, a
+    /// failed replace that left it half-built, or a write or replay that stopped half-way).
     stale: bool,
     /// A write began on `back` and was not published: whatever it changed is not in the log
     /// (or only partly), so `back` must be rebuilt before the next write.
@@ -220,7 +220,11 @@ impl<B: Buffer> Handoff<B> {
             *back = (*self.front).clone();
             self.stale = false;
         } else {
+            // Stale while replaying: should the replay stop half-way (a panic), the buffer is
+            // rebuilt from the front before its next use, not written on as if caught up.
+            self.stale = true;
             back.catch_up(&mut self.log, &self.front);
+            self.stale = false;
         }
         self.log.clear();
     }

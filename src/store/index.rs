@@ -172,11 +172,10 @@ impl Builtin {
         }
     }
 
-    /// Whether the function is known to give `old` and `new`, stored under the same key, the
-    /// same values.
-    /// Reads the first bytes of what [`Builtin::same_values`] reads of `obj` (the fields
-    /// this index is computed from), and returns something of them: a read-ahead, so that
-    /// the cache misses of several objects overlap (see `Version::warm`).
+    /// Touches the start of what [`Builtin::same_values`] reads of `obj` (the fields this index
+    /// is computed from: the namespace's length, the first and last labels, the first owner's
+    /// UID, the UID) and returns something of it: a read-ahead, so that the cache misses of
+    /// several objects overlap (see `Version::warm`).
     pub(crate) fn touch(self, obj: &Object) -> usize {
         fn first(s: &str) -> usize {
             s.as_bytes().first().map_or(0, |&b| usize::from(b))
@@ -202,6 +201,8 @@ impl Builtin {
         }
     }
 
+    /// Whether the function is known to give `old` and `new`, stored under the same key, the
+    /// same values.
     pub(crate) fn same_values(self, old: &Object, new: &Object) -> bool {
         match self {
             // Same key text `namespace/name` (or `name`) and same namespace length: the

@@ -25,8 +25,9 @@
 //! the other (no hashing, no key comparison) and, per index, a comparison of the fields the index
 //! reads (provided functions) or one call of the function on the old and the new object; `by_index`
 //! reads each member's object straight from its slot (no hashing, no key read). A batch is
-//! written, and replayed, in groups of 16 changes whose memory is read ahead for the whole
-//! group first, so that the cache misses of different keys overlap.
+//! written in groups of 16 changes whose memory is read ahead for the whole group first (and
+//! replayed likewise, reading ahead the slab entries and replaced objects of its updates), so
+//! that the cache misses of different keys overlap.
 //! `BENCHMARKS.md` has the figures, and those of the structures tried before this one
 //! (persistent HAMTs, per-shard copy-on-write).
 //!

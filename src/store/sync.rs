@@ -1,5 +1,5 @@
 //! What [`super::handoff`] is built on, in normal builds: std's `Arc`, arc-swap's `ArcSwap` as
-//! the published cell, and a spin-then-yield wait. `tests/loom_handoff.rs` supplies loom's
+//! the published cell, and a spin-then-sleep wait. `tests/loom_handoff.rs` supplies loom's
 //! versions of the same names to model-check the hand-back.
 
 use std::thread;
@@ -25,7 +25,8 @@ pub(crate) fn make_mut<T: Clone>(arc: &mut Arc<T>) -> &mut T {
 /// finishes well within it unless its thread was preempted.
 const SPIN: Duration = Duration::from_micros(50);
 
-/// How long [`wait_unique`] sleeps between checks once [`SPIN`] has passed. By then the reader
+/// How long [`wait_unique`] sleeps between checks once [`SPIN`] has passed (at least: timer
+/// slack makes it about 70 µs on Linux, more where timers are coarse). By then the reader
 /// it waits for is most likely preempted in the middle of a call; sleeping (rather than
 /// yielding, which keeps the CPU busy when nothing else is queued on it) lets the scheduler
 /// run that reader, or another, on this CPU. With 2 readers and the writer on 2 cores, this

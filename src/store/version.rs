@@ -550,8 +550,7 @@ impl Version {
     /// group's updates and the reference counts of the objects they replace (dropped here) are
     /// read for the whole group first, so that their cache misses overlap.
     pub(crate) fn replay(&mut self, log: &mut Log) {
-        let capacity = log.capacity();
-        let mut changes = std::mem::take(log).into_iter();
+        let mut changes = log.drain(..);
         while changes.len() > 0 {
             let mut sink = 0usize;
             for change in changes.as_slice().iter().take(WARM_GROUP) {
@@ -566,8 +565,6 @@ impl Version {
                 self.replay_one(change);
             }
         }
-        // The log's allocation went with the changes: give the next one the same room.
-        *log = Vec::with_capacity(capacity);
     }
 
     /// Applies one change recorded on the other buffer.

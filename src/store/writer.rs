@@ -165,7 +165,8 @@ impl Extend<Op> for Batch {
 /// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
 /// about to write is still in use: a `Store` call that started before the previous swap (it
 /// finishes within microseconds, unless its thread was preempted) or a held [`Snapshot`]. It
-/// spins for up to 50 µs, then sleeps 20 µs at a time (freeing its CPU for a preempted reader),
+/// spins for up to 50 µs, then sleeps at least 20 µs at a time (freeing its CPU for a preempted
+/// reader),
 /// for at most about as long as copying the store's tables would take (1 ms plus 50 ns per
 /// object); then it leaves that buffer to its readers and writes into a fresh copy of the front
 /// buffer instead: a held snapshot never blocks the writer, it costs one copy of the store's tables
