@@ -956,3 +956,41 @@ fn write_that_panics_half_way_is_never_published() {
         .unwrap();
     check(true);
 }
+
+/// A pending `wait_for` holds no version: the writer never waits for it or copies the store
+/// because of it, and objects it replaces are freed.
+#[test]
+fn pending_wait_for_holds_no_version() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    let (reader, mut writer) = store(StoreConfig::default());
+    let a = pod("ns", "a", "ua", &[]);
+    let first = Arc::downgrade(&a);
+    writer
+        .apply(Batch::from_iter([informer::store::Op::Upsert(a)]).with_resource_version(1))
+        .unwrap();
+    let mut wait = Box::pin(reader.wait_for(1_000));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(wait.as_mut().poll(&mut cx).is_pending());
+    for rv in 2..20u64 {
+        let obj = pod("ns", "a", &format!("u{rv}"), &[]);
+        let batch = Batch::from_iter([informer::store::Op::Upsert(obj)]);
+        writer.apply(batch.with_resource_version(rv)).unwrap();
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    assert_eq!(
+        writer.buffer_copies(),
+        0,
+        "the writer copied for a pending wait_for"
+    );
+    assert!(
+        first.upgrade().is_none(),
+        "a replaced object is still alive"
+    );
+    writer.bookmark(1_000);
+    match wait.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(snap)) => assert_eq!(snap.resource_version(), 1_000),
+        other => panic!("wait_for did not finish: {other:?}"),
+    }
+}

@@ -148,15 +148,21 @@ impl Store {
     /// [`WaitError::WriterDropped`] when the writer goes away first. Wrap the call in
     /// `tokio::time::timeout` to bound the wait.
     ///
+    /// While it waits it holds no version of the store (a pending call costs the writer
+    /// nothing and keeps no replaced object alive).
+    ///
     /// # Cancel safety
     /// Cancel safe: dropping the future loses nothing.
     pub async fn wait_for(&self, rv: u64) -> Result<Snapshot, WaitError> {
-        let snap = self.snapshot();
-        if snap.resource_version() >= rv {
-            return Ok(snap);
-        }
         let mut rx = self.shared.rv.clone();
         loop {
+            // No snapshot is held across an await: a waiting caller must not keep a version
+            // alive (the writer would wait for it, then copy the store).
+            let snap = self.snapshot();
+            if snap.resource_version() >= rv {
+                return Ok(snap);
+            }
+            drop(snap);
             // The writer publishes a version, then sends its resourceVersion: once the channel
             // shows `rv`, the published version reflects it (unless a replace went back).
             let res = rx.wait_for(|&current| current >= rv).await.map(|_| ());
@@ -164,10 +170,12 @@ impl Store {
             if snap.resource_version() >= rv {
                 return Ok(snap);
             }
+            let reached = snap.resource_version();
+            drop(snap);
             if res.is_err() {
                 return Err(WaitError::WriterDropped {
                     wanted: rv,
-                    reached: snap.resource_version(),
+                    reached,
                 });
             }
             // A replace lowered the resourceVersion between the signal and our load: wait for
