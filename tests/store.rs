@@ -934,26 +934,13 @@ fn write_that_panics_half_way_is_never_published() {
         assert_eq!(snap.len(), 2 + usize::from(want_c));
     };
     check(false);
-    // Two more versions: each buffer is published once.
-    writer
-        .apply(
-            [pod("ns", "c", "c", &[])]
-                .into_iter()
-                .map(informer::store::Op::Upsert)
-                .collect(),
-        )
-        .unwrap();
+    // More versions: each buffer is published, in turn.
+    let upsert = |obj| Batch::from_iter([informer::store::Op::Upsert(obj)]);
+    writer.apply(upsert(pod("ns", "c", "c", &[]))).unwrap();
     check(true);
     writer.bookmark(100);
     check(true);
-    writer
-        .apply(
-            [pod("ns", "c", "c2", &[])]
-                .into_iter()
-                .map(informer::store::Op::Upsert)
-                .collect(),
-        )
-        .unwrap();
+    writer.apply(upsert(pod("ns", "c", "c2", &[]))).unwrap();
     check(true);
 }
 

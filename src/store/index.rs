@@ -177,9 +177,6 @@ impl Builtin {
     /// UID, the UID) and returns something of it: a read-ahead, so that the cache misses of
     /// several objects overlap (see `Version::warm`).
     pub(crate) fn touch(self, obj: &Object) -> usize {
-        fn first(s: &str) -> usize {
-            s.as_bytes().first().map_or(0, |&b| usize::from(b))
-        }
         match self {
             Builtin::Namespace => obj.namespace().len(),
             Builtin::Labels => {
@@ -218,6 +215,11 @@ impl Builtin {
             Builtin::Custom => false,
         }
     }
+}
+
+/// The first byte of `s` (0 when empty): a read of its text, for read-ahead passes.
+pub(crate) fn first(s: &str) -> usize {
+    s.as_bytes().first().map_or(0, |&b| usize::from(b))
 }
 
 /// Sorts and deduplicates index values, so that old and new values can be merged in one pass.

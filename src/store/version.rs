@@ -19,7 +19,7 @@ use hashbrown::HashTable;
 use crate::object::{Object, ObjectKey};
 
 use super::error::StoreError;
-use super::index::{Builtin, IndexDef, IndexValues, NO_POS, Slot, SlotSet, normalize};
+use super::index::{Builtin, IndexDef, IndexValues, NO_POS, Slot, SlotSet, first, normalize};
 use super::writer::Op;
 
 /// Hasher of every map of a store; one random seed per store, shared by its buffers.
@@ -526,12 +526,7 @@ impl Version {
         let mut sink = 0usize;
         for (op, &slot) in ops.iter().zip(&slots) {
             if let Some(item) = self.item(slot) {
-                sink ^= item
-                    .key
-                    .as_str()
-                    .as_bytes()
-                    .first()
-                    .map_or(0, |&b| usize::from(b));
+                sink ^= first(item.key.as_str());
                 for def in self.defs.iter() {
                     sink ^= def.builtin.touch(&item.obj);
                 }
