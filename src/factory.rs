@@ -490,8 +490,10 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
             .collect()
     }
 
-    /// Stops every informer and waits for their threads (client-go `Shutdown`); later
-    /// [`start`](Self::start) calls do nothing.
+    /// Stops every informer and waits for their threads and for any poll of their tasks in
+    /// progress, so no informer makes a request after it returns (client-go `Shutdown`, which
+    /// waits for its goroutines; see [`Informer::shutdown`]); later [`start`](Self::start)
+    /// calls do nothing.
     pub fn shutdown(&self) {
         let informers: Vec<_> = {
             let mut state = self.state();

@@ -1,12 +1,13 @@
 //! SharedInformerFactory: one informer per resource shared by every caller, filters and the
 //! tweak hook on every list and watch, start/sync/shutdown, typed and dynamic informers.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use informer::factory::{GroupVersionResource, RequestOptions, SharedInformerFactory};
+use informer::informer::{Informer, InformerConfig};
 use informer::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
 use k8s_pb::api::core::v1::Pod;
@@ -132,19 +133,24 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     assert_eq!(typed_again.lister().list().unwrap().len(), 120);
     assert_eq!(typed.lister().decodes(), 120);
 
-    // Every list and watch carried the selectors and went through the tweak hook.
-    let log = log.lock().unwrap().clone();
-    assert!(log.iter().any(|(k, _, _)| *k == "list"));
-    assert!(log.iter().any(|(k, _, _)| *k == "watch"));
-    for (kind, label, field) in &log {
-        assert_eq!(label.as_deref(), Some("app=web"), "{kind}");
-        assert_eq!(
-            field.as_deref(),
-            Some("status.phase=Running,tweaked"),
-            "{kind}"
-        );
-    }
-    assert_eq!(tweaks.load(Ordering::SeqCst), log.len());
+    // Every list and watch carried the selectors and went through the tweak hook once (a
+    // second pass would append a second ",tweaked"). The informers keep making requests (a
+    // watch after each list), so the hook's count is compared once they have shut down.
+    let check_log = |log: &Log| {
+        let log = log.lock().unwrap().clone();
+        assert!(log.iter().any(|(k, _, _)| *k == "list"));
+        assert!(log.iter().any(|(k, _, _)| *k == "watch"));
+        for (kind, label, field) in &log {
+            assert_eq!(label.as_deref(), Some("app=web"), "{kind}");
+            assert_eq!(
+                field.as_deref(),
+                Some("status.phase=Running,tweaked"),
+                "{kind}"
+            );
+        }
+        log.len()
+    };
+    check_log(&log);
 
     // An informer asked for after start waits for the next start.
     let late = factory.informer_for(&GroupVersionResource::new("example.com", "v1", "gadgets"));
@@ -158,6 +164,9 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     tokio::task::spawn_blocking(move || f2.shutdown())
         .await
         .unwrap();
+    // Shut down: no request is in flight or starts any more, so every tweak is logged.
+    let requests = check_log(&log);
+    assert_eq!(tweaks.load(Ordering::SeqCst), requests);
     let after = f.informer_for(&GroupVersionResource::new("", "v1", "nodes"));
     f.start(&tokio::runtime::Handle::current());
     assert!(!after.is_started(), "start after shutdown does nothing");
@@ -180,4 +189,83 @@ fn wait_for_cache_sync_blocking_on_a_runtime_the_caller_owns() {
     assert_eq!(synced.get(&GroupVersionResource::of::<Pod>()), Some(&true));
     assert_eq!(informer.lister().list().unwrap().len(), 40);
     factory.shutdown();
+}
+
+/// Counts requests; the first list blocks inside its poll until released.
+struct BlockingFirstList {
+    sim: SimServer,
+    requests: Arc<AtomicUsize>,
+    entered: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+    left: Arc<AtomicBool>,
+}
+
+impl ListerWatcher for BlockingFirstList {
+    type Body = SimWatch;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        if let Some(entered) = self.entered.lock().unwrap().take() {
+            entered.send(()).unwrap();
+            // Blocks the worker thread inside the reflector task's poll.
+            self.release.lock().unwrap().recv().unwrap();
+            self.left.store(true, Ordering::SeqCst);
+        }
+        self.sim.list(opts).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        self.sim.watch(opts).await
+    }
+}
+
+#[test]
+fn shutdown_waits_for_a_request_in_progress_and_no_request_follows() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let left = Arc::new(AtomicBool::new(false));
+    let informer = Arc::new(Informer::new(
+        BlockingFirstList {
+            sim: sim(20),
+            requests: requests.clone(),
+            entered: Mutex::new(Some(entered_tx)),
+            release: Mutex::new(release_rx),
+            left: left.clone(),
+        },
+        InformerConfig::default(),
+    ));
+    assert!(!informer.is_stopped());
+    informer.start(runtime.handle());
+    entered_rx.recv().unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let (informer, requests, left) = (informer.clone(), requests.clone(), left.clone());
+        std::thread::spawn(move || {
+            informer.shutdown();
+            let _ = done_tx.send((left.load(Ordering::SeqCst), requests.load(Ordering::SeqCst)));
+        });
+    }
+    // A correct shutdown cannot return while the list blocks: this wait always runs out
+    // (it gives a broken one the time to return early and be caught).
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(100)).is_err(),
+        "shutdown returned while a list was in progress"
+    );
+    assert!(informer.is_stopped());
+    release_tx.send(()).unwrap();
+    let (list_returned, at_shutdown) = done_rx.recv().unwrap();
+    assert!(
+        list_returned,
+        "shutdown returned while a list was in progress"
+    );
+    // Whatever that poll went on to do, nothing more: dropping the runtime ends every task.
+    drop(runtime);
+    assert_eq!(requests.load(Ordering::SeqCst), at_shutdown);
 }

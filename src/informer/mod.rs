@@ -23,6 +23,7 @@
 //! resourceVersion only advances to what the reflector has seen when every delta up to it has
 //! been applied: [`Store::wait_for`] after a controller's own write is sound.
 
+mod gate;
 mod lister;
 mod options;
 mod process;
@@ -191,7 +192,8 @@ pub struct Informer<L: ListerWatcher> {
 }
 
 enum Task {
-    Async(tokio::task::JoinHandle<()>),
+    /// A tokio task and the gate that stops it (see `gate.rs`).
+    Async(tokio::task::JoinHandle<()>, Arc<gate::Gate>),
     Thread(std::thread::JoinHandle<()>),
 }
 
@@ -512,18 +514,21 @@ impl<L: ListerWatcher> Informer<L> {
             .reflector_metrics
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(reflector.metrics());
-        let reflector_task = handle.spawn(async move {
+        let reflector_gate = Arc::new(gate::Gate::default());
+        let reflector_task = handle.spawn(reflector_gate.guard(async move {
             let _ = reflector.run().await;
-        });
-        let resync_task = handle.spawn(self.shared.resync.clone().run(self.shared.fifo.clone()));
+        }));
+        let resync_gate = Arc::new(gate::Gate::default());
+        let resync_task = handle
+            .spawn(resync_gate.guard(self.shared.resync.clone().run(self.shared.fifo.clone())));
         let shared = self.shared.clone();
         let handle = handle.clone();
         let thread = std::thread::Builder::new()
             .name("informer-process".into())
             .spawn(move || process::process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
-        tasks.push(Task::Async(reflector_task));
-        tasks.push(Task::Async(resync_task));
+        tasks.push(Task::Async(reflector_task, reflector_gate));
+        tasks.push(Task::Async(resync_task, resync_gate));
         tasks.push(Task::Thread(thread));
     }
 
@@ -553,9 +558,18 @@ impl<L: ListerWatcher> Informer<L> {
         self.has_synced()
     }
 
+    /// Whether [`shutdown`](Self::shutdown) has begun (client-go `IsStopped`); `false` before
+    /// start too.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.fifo.is_closed()
+    }
+
     /// Stops the reflector, the resync task and the processing thread, lets every handler
     /// finish what was queued for it, and waits for the threads (streams end once read to
-    /// the end). A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
+    /// the end). Once it returns, the reflector makes no further request: a poll of its task
+    /// in progress on another worker thread is waited for (a lister-watcher call blocking
+    /// inside that poll holds the shutdown until it returns), and the task is never polled
+    /// again; the aborted tasks are dropped by their runtime. A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
     /// is dropped: a stream nobody polls any more cannot hold the shutdown. Sync waiters
     /// return `false` if the informer had not synced.
     ///
@@ -571,7 +585,10 @@ impl<L: ListerWatcher> Informer<L> {
         self.shared.distributor.abort_waits();
         for t in tasks {
             match t {
-                Task::Async(h) => h.abort(),
+                Task::Async(h, gate) => {
+                    gate.stop();
+                    h.abort();
+                }
                 Task::Thread(h) => {
                     let _ = h.join();
                 }

@@ -1,0 +1,156 @@
+//! A stop gate for the informer's async tasks, so that [`Informer::shutdown`] can return only
+//! when the reflector and the resync schedule have really stopped (client-go's factory
+//! `Shutdown` likewise blocks until its goroutines have ended).
+//!
+//! Aborting a tokio task is not enough on its own: a task being polled on another worker
+//! thread finishes that poll first, and the poll may start a list or a watch (a lister-watcher
+//! may also block inside a poll). Each poll of a gated task holds the gate's mutex; `stop`
+//! raises the flag, then takes the mutex once, so it returns after any poll in progress, and
+//! every later poll sees the flag and ends the task without touching the inner future.
+//!
+//! [`Informer::shutdown`]: super::Informer::shutdown
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+thread_local! {
+    /// The gate whose task this thread is polling (its address), so that a `stop` from
+    /// inside that very poll (a lister-watcher dropping the informer) does not wait for
+    /// itself.
+    static POLLING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Shared by a gated task and the informer that stops it.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    stopped: AtomicBool,
+    /// Held for the whole of each poll of the task.
+    in_poll: Mutex<()>,
+}
+
+impl Gate {
+    /// Wraps `future` so that it is never polled again once [`stop`](Self::stop) returned.
+    pub(crate) fn guard<F: Future<Output = ()>>(self: &Arc<Self>, future: F) -> Gated<F> {
+        Gated {
+            gate: self.clone(),
+            future: Box::pin(future),
+        }
+    }
+
+    /// Stops the task: returns once no poll of it is in progress (unless called from inside
+    /// that poll), and no later poll reaches the inner future.
+    pub(crate) fn stop(self: &Arc<Self>) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if POLLING.get() != self.address() {
+            drop(self.in_poll.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+
+    fn address(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+}
+
+/// A future run until its gate is stopped; see [`Gate::guard`].
+pub(crate) struct Gated<F> {
+    gate: Arc<Gate>,
+    future: Pin<Box<F>>,
+}
+
+/// Restores the thread's `POLLING` mark, also when the inner poll panics.
+struct Polling(usize);
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        POLLING.set(self.0);
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Gated<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let _in_poll = this
+            .gate
+            .in_poll
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if this.gate.stopped.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        let _restore = Polling(POLLING.replace(this.gate.address()));
+        this.future.as_mut().poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::task::Waker;
+
+    #[test]
+    fn stop_waits_for_the_poll_in_progress_and_no_poll_follows() {
+        let gate = Arc::new(Gate::default());
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let left = Arc::new(AtomicBool::new(false));
+        let mut task = {
+            let (polls, left) = (polls.clone(), left.clone());
+            gate.guard(std::future::poll_fn(move |_| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                entered_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                left.store(true, Ordering::SeqCst);
+                Poll::Pending
+            }))
+        };
+        let poller = std::thread::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
+            task
+        });
+        entered_rx.recv().unwrap();
+        let stopper = {
+            let (gate, left) = (gate.clone(), left.clone());
+            std::thread::spawn(move || {
+                gate.stop();
+                left.load(Ordering::SeqCst)
+            })
+        };
+        // Release the poll only once `stop` has begun: it must then wait for the poll.
+        while !gate.stopped.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        release_tx.send(()).unwrap();
+        assert!(
+            stopper.join().unwrap(),
+            "stop returned before the poll ended"
+        );
+        let mut task = poller.join().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(Pin::new(&mut task).poll(&mut cx).is_ready());
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "no poll after stop");
+    }
+
+    #[test]
+    fn stop_from_inside_the_poll_does_not_wait_for_itself() {
+        let gate = Arc::new(Gate::default());
+        let inner = gate.clone();
+        let mut task = gate.guard(std::future::poll_fn(move |_| {
+            inner.stop();
+            Poll::Pending
+        }));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
+        assert!(Pin::new(&mut task).poll(&mut cx).is_ready());
+        assert_eq!(POLLING.get(), 0, "the mark is restored");
+    }
+}
