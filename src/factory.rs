@@ -492,8 +492,9 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
 
     /// Stops every informer and waits for their threads and for any poll of their tasks in
     /// progress, so no informer makes a request after it returns (client-go `Shutdown`, which
-    /// waits for its goroutines; see [`Informer::shutdown`]); later [`start`](Self::start)
-    /// calls do nothing.
+    /// waits for its goroutines); later [`start`](Self::start) calls do nothing. The
+    /// exception (a call from inside an informer's own task poll) and the blocking rules are
+    /// those of [`Informer::shutdown`].
     pub fn shutdown(&self) {
         let informers: Vec<_> = {
             let mut state = self.state();

@@ -1,6 +1,7 @@
 //! A stop gate for the informer's async tasks, so that [`Informer::shutdown`] can return only
-//! when the reflector and the resync schedule have really stopped (client-go's factory
-//! `Shutdown` likewise blocks until its goroutines have ended).
+//! when the reflector and the resync schedule have really stopped. client-go's factory
+//! `Shutdown` waits for the informers' goroutines, but its reflector may leave a list running
+//! in a goroutine of its own; here no request starts once the shutdown has returned.
 //!
 //! Aborting a tokio task is not enough on its own: a task being polled on another worker
 //! thread finishes that poll first, and the poll may start a list or a watch (a lister-watcher
@@ -18,10 +19,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 thread_local! {
-    /// The gate whose task this thread is polling (its address), so that a `stop` from
-    /// inside that very poll (a lister-watcher dropping the informer) does not wait for
-    /// itself.
-    static POLLING: Cell<usize> = const { Cell::new(0) };
+    /// Whether this thread is inside the poll of a gated task. A `stop` from inside a gated
+    /// poll (a lister-watcher shutting an informer down) does not wait: it would wait for
+    /// itself, or, with two informers doing so at once, for each other.
+    static POLLING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Shared by a gated task and the informer that stops it.
@@ -41,17 +42,14 @@ impl Gate {
         }
     }
 
-    /// Stops the task: returns once no poll of it is in progress (unless called from inside
-    /// that poll), and no later poll reaches the inner future.
+    /// Stops the task: no later poll reaches the inner future, and, unless called from
+    /// inside a gated poll (this task's or another's), returns only once no poll of it is in
+    /// progress. Idempotent: every call waits the same way.
     pub(crate) fn stop(self: &Arc<Self>) {
         self.stopped.store(true, Ordering::SeqCst);
-        if POLLING.get() != self.address() {
+        if !POLLING.get() {
             drop(self.in_poll.lock().unwrap_or_else(PoisonError::into_inner));
         }
-    }
-
-    fn address(self: &Arc<Self>) -> usize {
-        Arc::as_ptr(self) as usize
     }
 }
 
@@ -62,7 +60,7 @@ pub(crate) struct Gated<F> {
 }
 
 /// Restores the thread's `POLLING` mark, also when the inner poll panics.
-struct Polling(usize);
+struct Polling(bool);
 
 impl Drop for Polling {
     fn drop(&mut self) {
@@ -83,7 +81,7 @@ impl<F: Future<Output = ()>> Future for Gated<F> {
         if this.gate.stopped.load(Ordering::SeqCst) {
             return Poll::Ready(());
         }
-        let _restore = Polling(POLLING.replace(this.gate.address()));
+        let _restore = Polling(POLLING.replace(true));
         this.future.as_mut().poll(cx)
     }
 }
@@ -151,6 +149,49 @@ mod tests {
         let mut cx = Context::from_waker(Waker::noop());
         assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut task).poll(&mut cx).is_ready());
-        assert_eq!(POLLING.get(), 0, "the mark is restored");
+        assert!(!POLLING.get(), "the mark is restored");
+    }
+
+    #[test]
+    fn stop_from_inside_another_gated_poll_does_not_wait() {
+        // Gate `x` is held by a poll blocked on another thread; a poll of gate `y` stops `x`
+        // (an informer's lister-watcher shutting another informer down) and must not wait.
+        let x = Arc::new(Gate::default());
+        let y = Arc::new(Gate::default());
+        let (entered_tx, entered_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let mut held = x.guard(std::future::poll_fn(move |_| {
+            entered_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            Poll::Pending
+        }));
+        let holder = std::thread::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            let _ = Pin::new(&mut held).poll(&mut cx);
+        });
+        entered_rx.recv().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        let stopper = {
+            let x = x.clone();
+            let mut task = y.guard(std::future::poll_fn(move |_| {
+                x.stop();
+                Poll::Pending
+            }));
+            std::thread::spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let _ = Pin::new(&mut task).poll(&mut cx);
+                done_tx.send(()).unwrap();
+            })
+        };
+        // A `stop` that waited would wait until the release below: it must be done before.
+        let done = done_rx.recv_timeout(std::time::Duration::from_secs(30));
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        stopper.join().unwrap();
+        assert!(
+            done.is_ok(),
+            "stop inside a gated poll waited for another poll"
+        );
+        assert!(x.stopped.load(Ordering::SeqCst));
     }
 }

@@ -189,11 +189,13 @@ pub struct Informer<L: ListerWatcher> {
     default_resync: Duration,
     next_handler: AtomicU64,
     tasks: Mutex<Vec<Task>>,
+    /// The stop gates of the async tasks (see `gate.rs`), set once by `start`: every
+    /// `shutdown` stops them all.
+    gates: OnceLock<[Arc<gate::Gate>; 2]>,
 }
 
 enum Task {
-    /// A tokio task and the gate that stops it (see `gate.rs`).
-    Async(tokio::task::JoinHandle<()>, Arc<gate::Gate>),
+    Async(tokio::task::JoinHandle<()>),
     Thread(std::thread::JoinHandle<()>),
 }
 
@@ -255,6 +257,7 @@ impl<L: ListerWatcher> Informer<L> {
             default_resync: normalize_resync(config.default_resync),
             next_handler: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
+            gates: OnceLock::new(),
         }
     }
 
@@ -527,8 +530,9 @@ impl<L: ListerWatcher> Informer<L> {
             .name("informer-process".into())
             .spawn(move || process::process_loop(&shared, &handle))
             .expect("spawn the informer's processing thread");
-        tasks.push(Task::Async(reflector_task, reflector_gate));
-        tasks.push(Task::Async(resync_task, resync_gate));
+        let _ = self.gates.set([reflector_gate, resync_gate]);
+        tasks.push(Task::Async(reflector_task));
+        tasks.push(Task::Async(resync_task));
         tasks.push(Task::Thread(thread));
     }
 
@@ -558,37 +562,51 @@ impl<L: ListerWatcher> Informer<L> {
         self.has_synced()
     }
 
-    /// Whether [`shutdown`](Self::shutdown) has begun (client-go `IsStopped`); `false` before
-    /// start too.
+    /// Whether [`shutdown`](Self::shutdown) has begun (or the informer was dropped): `false`
+    /// before, whether started or not. client-go's `IsStopped` turns true only once the
+    /// informer's run has returned; this one turns true when the shutdown starts, and stays
+    /// true.
     pub fn is_stopped(&self) -> bool {
         self.shared.fifo.is_closed()
     }
 
     /// Stops the reflector, the resync task and the processing thread, lets every handler
     /// finish what was queued for it, and waits for the threads (streams end once read to
-    /// the end). Once it returns, the reflector makes no further request: a poll of its task
-    /// in progress on another worker thread is waited for (a lister-watcher call blocking
-    /// inside that poll holds the shutdown until it returns), and the task is never polled
-    /// again; the aborted tasks are dropped by their runtime. A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
+    /// the end). A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
     /// is dropped: a stream nobody polls any more cannot hold the shutdown. Sync waiters
     /// return `false` if the informer had not synced.
     ///
+    /// Once it returns, the reflector makes no further request: a poll of the reflector or
+    /// resync task in progress on another thread is waited for, and neither task is polled
+    /// again (their futures are dropped by their runtime). This holds for every caller, a
+    /// second or concurrent one included, except a call made from inside one of the
+    /// informers' own task polls (from a lister-watcher, a tweak hook, a transform): that
+    /// one does not wait for the poll it runs in, nor for any other, so two informers
+    /// shutting each other down from their polls cannot wait for each other.
+    ///
+    /// # Blocking
+    /// It blocks while a handler finishes its queue or a lister-watcher call blocks inside a
+    /// poll (as client-go's factory `Shutdown` waits for its goroutines): do not call it, nor
+    /// drop the informer, while holding a lock that a handler, the transform, the
+    /// lister-watcher or the tweak hook may wait for.
+    ///
     /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
     pub fn shutdown(&self) {
-        let tasks: Vec<Task> = {
+        let (tasks, gates) = {
             let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
             self.shared.fifo.close();
-            std::mem::take(&mut *tasks)
+            (std::mem::take(&mut *tasks), self.gates.get().cloned())
         };
+        // Every caller waits for the polls in progress, not only the one that takes the tasks.
+        for gate in gates.iter().flatten() {
+            gate.stop();
+        }
         // Before joining the processing thread: it may be waiting for room at a Block stream
         // that the caller itself would have to poll.
         self.shared.distributor.abort_waits();
         for t in tasks {
             match t {
-                Task::Async(h, gate) => {
-                    gate.stop();
-                    h.abort();
-                }
+                Task::Async(h) => h.abort(),
                 Task::Thread(h) => {
                     let _ = h.join();
                 }
