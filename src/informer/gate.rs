@@ -92,17 +92,36 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
     use std::task::Waker;
+    use std::thread::JoinHandle;
 
-    #[test]
-    fn stop_waits_for_the_poll_in_progress_and_no_poll_follows() {
-        let gate = Arc::new(Gate::default());
+    type TestTask = Gated<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+    /// Polls `task` once with a waker that does nothing.
+    fn poll_once<F: Future<Output = ()>>(task: &mut Gated<F>) -> Poll<()> {
+        Pin::new(task).poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// A poll of a task behind a gate, in progress on another thread and blocked until
+    /// `release` sends.
+    struct Blocked {
+        /// Hands the task back once its poll has ended.
+        poller: JoinHandle<TestTask>,
+        release: mpsc::Sender<()>,
+        /// Polls that reached the inner future.
+        polls: Arc<AtomicUsize>,
+        /// Set when the blocked poll ends.
+        left: Arc<AtomicBool>,
+    }
+
+    /// Starts a [`Blocked`] poll of a task behind `gate`; returns once the poll has begun.
+    fn blocked_poll(gate: &Arc<Gate>) -> Blocked {
         let (entered_tx, entered_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (release, release_rx) = mpsc::channel::<()>();
         let polls = Arc::new(AtomicUsize::new(0));
         let left = Arc::new(AtomicBool::new(false));
-        let mut task = {
+        let inner: Pin<Box<dyn Future<Output = ()> + Send>> = {
             let (polls, left) = (polls.clone(), left.clone());
-            gate.guard(std::future::poll_fn(move |_| {
+            Box::pin(std::future::poll_fn(move |_| {
                 polls.fetch_add(1, Ordering::SeqCst);
                 entered_tx.send(()).unwrap();
                 release_rx.recv().unwrap();
@@ -110,14 +129,26 @@ mod tests {
                 Poll::Pending
             }))
         };
+        let mut task = gate.guard(inner);
         let poller = std::thread::spawn(move || {
-            let mut cx = Context::from_waker(Waker::noop());
-            assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
+            assert!(poll_once(&mut task).is_pending());
             task
         });
         entered_rx.recv().unwrap();
+        Blocked {
+            poller,
+            release,
+            polls,
+            left,
+        }
+    }
+
+    #[test]
+    fn stop_waits_for_the_poll_in_progress_and_no_poll_follows() {
+        let gate = Arc::new(Gate::default());
+        let blocked = blocked_poll(&gate);
         let stopper = {
-            let (gate, left) = (gate.clone(), left.clone());
+            let (gate, left) = (gate.clone(), blocked.left.clone());
             std::thread::spawn(move || {
                 gate.stop();
                 left.load(Ordering::SeqCst)
@@ -127,15 +158,18 @@ mod tests {
         while !gate.stopped.load(Ordering::SeqCst) {
             std::thread::yield_now();
         }
-        release_tx.send(()).unwrap();
+        blocked.release.send(()).unwrap();
         assert!(
             stopper.join().unwrap(),
             "stop returned before the poll ended"
         );
-        let mut task = poller.join().unwrap();
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(Pin::new(&mut task).poll(&mut cx).is_ready());
-        assert_eq!(polls.load(Ordering::SeqCst), 1, "no poll after stop");
+        let mut task = blocked.poller.join().unwrap();
+        assert!(poll_once(&mut task).is_ready());
+        assert_eq!(
+            blocked.polls.load(Ordering::SeqCst),
+            1,
+            "no poll after stop"
+        );
     }
 
     #[test]
@@ -146,9 +180,8 @@ mod tests {
             inner.stop();
             Poll::Pending
         }));
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(Pin::new(&mut task).poll(&mut cx).is_pending());
-        assert!(Pin::new(&mut task).poll(&mut cx).is_ready());
+        assert!(poll_once(&mut task).is_pending());
+        assert!(poll_once(&mut task).is_ready());
         assert!(!POLLING.get(), "the mark is restored");
     }
 
@@ -158,18 +191,7 @@ mod tests {
         // (an informer's lister-watcher shutting another informer down) and must not wait.
         let x = Arc::new(Gate::default());
         let y = Arc::new(Gate::default());
-        let (entered_tx, entered_rx) = mpsc::channel();
-        let (release_tx, release_rx) = mpsc::channel::<()>();
-        let mut held = x.guard(std::future::poll_fn(move |_| {
-            entered_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-            Poll::Pending
-        }));
-        let holder = std::thread::spawn(move || {
-            let mut cx = Context::from_waker(Waker::noop());
-            let _ = Pin::new(&mut held).poll(&mut cx);
-        });
-        entered_rx.recv().unwrap();
+        let blocked = blocked_poll(&x);
         let (done_tx, done_rx) = mpsc::channel();
         let stopper = {
             let x = x.clone();
@@ -178,15 +200,14 @@ mod tests {
                 Poll::Pending
             }));
             std::thread::spawn(move || {
-                let mut cx = Context::from_waker(Waker::noop());
-                let _ = Pin::new(&mut task).poll(&mut cx);
+                assert!(poll_once(&mut task).is_pending());
                 done_tx.send(()).unwrap();
             })
         };
         // A `stop` that waited would wait until the release below: it must be done before.
         let done = done_rx.recv_timeout(std::time::Duration::from_secs(30));
-        release_tx.send(()).unwrap();
-        holder.join().unwrap();
+        blocked.release.send(()).unwrap();
+        blocked.poller.join().unwrap();
         stopper.join().unwrap();
         assert!(
             done.is_ok(),
