@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -56,9 +57,16 @@ func main() {
 	featureGates := flag.String("feature-gates", "", "kube-apiserver --feature-gates, e.g. WatchList=false")
 	var extra stringList
 	flag.Var(&extra, "apiserver-arg", "an extra kube-apiserver flag, e.g. --apiserver-arg=--max-requests-inflight=800 (repeatable)")
+	stdinEOF := flag.Bool("stop-on-stdin-eof", false, "also stop when stdin reaches end of file (a test harness keeps the pipe open; when its process dies, the pipe closes and this server stops too)")
 	timeout := flag.Duration("ready-timeout", 3*time.Minute, "give up when the apiserver is not ready within this time")
 	flag.Parse()
 
+	if *stdinEOF {
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		}()
+	}
 	if err := run(*dir, *compaction, *watchCache, *featureGates, extra, *timeout); err != nil {
 		fmt.Fprintf(os.Stderr, "apiserver: %v\n", err)
 		os.Exit(1)
