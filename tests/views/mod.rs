@@ -30,6 +30,8 @@ pub struct View {
     pub updates: usize,
     pub syncs: usize,
     pub deletes: usize,
+    /// Deletes that came as tombstones (deletions a relist found).
+    pub tombstones: usize,
     pub violations: Vec<String>,
 }
 
@@ -60,6 +62,7 @@ impl View {
             }
             Notification::Delete { obj } => {
                 self.deletes += 1;
+                self.tombstones += usize::from(matches!(obj, DeltaObject::Tombstone(_)));
                 if self.objects.remove(&obj.key()).is_none() {
                     self.violations
                         .push(format!("delete of unknown {}", obj.key()));

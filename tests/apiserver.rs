@@ -1,0 +1,1008 @@
+//! The engine against a real kube-apiserver with etcd (`interop/apiserver`, built from the
+//! `k8s.io/kubernetes` module; see `tests/kube_apiserver/mod.rs`). Objects are written through
+//! the real API with the `kube` crate; the caches are checked against fresh lists from the
+//! server.
+
+mod kube_apiserver;
+mod views;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use informer::client::{ApiResource, HttpListerWatcher, HttpWatchBody};
+use informer::informer::{HandlerOptions, Informer, InformerConfig};
+use informer::object::Encoding;
+use informer::reflector::{
+    ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
+    WatchResponse,
+};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{
+    Api, ApiResource as KubeResource, DeleteParams, DynamicObject, ListParams, ObjectMeta,
+    PostParams,
+};
+use kube_apiserver::{KubeApiServer, Versions, diff, each, namespace, versions_of};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use views::{Recorder, View};
+
+/// Requests in flight at once while writing objects.
+const CONCURRENCY: usize = 24;
+
+fn reflector() -> ReflectorConfig {
+    ReflectorConfig::default().backoff(BackoffConfig {
+        initial: Duration::from_millis(50),
+        max: Duration::from_millis(500),
+        ..Default::default()
+    })
+}
+
+/// The informer's store as `(uid, resourceVersion)` by key.
+fn store_versions(informer: &Informer<impl ListerWatcher>) -> Versions {
+    informer
+        .store()
+        .snapshot()
+        .iter()
+        .map(|(k, o)| (k.clone(), views::version(o)))
+        .collect()
+}
+
+/// Polls `f` every 50 ms until it gives `None` or `timeout` passes; the last answer.
+async fn settle<F: FnMut() -> Option<String>>(timeout: Duration, mut f: F) -> Option<String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let r = f();
+        if r.is_none() || tokio::time::Instant::now() >= deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An informer over HTTP with `handlers` recording handlers, started and synced.
+async fn started<L: ListerWatcher>(
+    lw: L,
+    config: ReflectorConfig,
+    handlers: usize,
+) -> (Informer<L>, Vec<Arc<Mutex<View>>>) {
+    let informer = Informer::new(
+        lw,
+        InformerConfig {
+            reflector: config,
+            ..Default::default()
+        },
+    );
+    let views: Vec<_> = (0..handlers)
+        .map(|i| {
+            let r = Recorder::default();
+            informer
+                .add_event_handler_with_options(
+                    r.clone(),
+                    HandlerOptions::new().name(format!("view-{i}")),
+                )
+                .unwrap();
+            r.0
+        })
+        .collect();
+    informer.start(&tokio::runtime::Handle::current());
+    assert!(
+        informer.wait_for_cache_sync(Duration::from_secs(60)).await,
+        "not synced within 60 s: {:?}",
+        informer.reflector_metrics().map(|m| m.snapshot())
+    );
+    (informer, views)
+}
+
+/// The store and every handler's view equal `expected` (waiting up to 60 s for the store),
+/// and no handler saw a contract violation.
+async fn assert_converged<L: ListerWatcher>(
+    informer: &Informer<L>,
+    views: &[Arc<Mutex<View>>],
+    expected: &Versions,
+    what: &str,
+) {
+    let d = settle(Duration::from_secs(60), || {
+        diff(expected, &store_versions(informer))
+    })
+    .await;
+    assert!(
+        d.is_none(),
+        "{what}: store differs from the server's list: {d:?}"
+    );
+    tokio::task::block_in_place(|| informer.flush());
+    for (i, v) in views.iter().enumerate() {
+        // Copied out: a failed assertion must not poison the lock the handler still takes.
+        let (violations, objects) = {
+            let v = v.lock().unwrap();
+            (v.violations.clone(), v.objects.clone())
+        };
+        assert!(violations.is_empty(), "{what}: handler {i}: {violations:?}");
+        assert_eq!(diff(expected, &objects), None, "{what}: handler {i}'s view");
+    }
+}
+
+/// What a typed resource needs for the write-and-converge test.
+trait Fixture:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// Object `i` (named `o-<i>`).
+    fn make(i: usize) -> Self;
+    /// A change that bumps its resourceVersion.
+    fn change(&mut self, round: usize);
+}
+
+fn meta(i: usize) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(format!("o-{i}")),
+        labels: Some([("app".to_owned(), format!("app-{}", i % 7))].into()),
+        ..Default::default()
+    }
+}
+
+fn container() -> Container {
+    Container {
+        name: "main".into(),
+        image: Some("registry.k8s.io/pause:3.10".into()),
+        ..Default::default()
+    }
+}
+
+impl Fixture for ConfigMap {
+    fn make(i: usize) -> Self {
+        ConfigMap {
+            metadata: meta(i),
+            data: Some([("i".to_owned(), i.to_string())].into()),
+            ..Default::default()
+        }
+    }
+    fn change(&mut self, round: usize) {
+        self.data = Some([("round".to_owned(), round.to_string())].into());
+    }
+}
+
+impl Fixture for Pod {
+    fn make(i: usize) -> Self {
+        Pod {
+            metadata: meta(i),
+            spec: Some(PodSpec {
+                containers: vec![container()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+    fn change(&mut self, round: usize) {
+        self.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("round".into(), round.to_string());
+    }
+}
+
+impl Fixture for Deployment {
+    fn make(i: usize) -> Self {
+        let labels = [("app".to_owned(), format!("d-{i}"))].into();
+        Deployment {
+            metadata: meta(i),
+            spec: DeploymentSpec {
+                replicas: Some(1),
+                selector: LabelSelector {
+                    match_labels: Some(labels),
+                    ..Default::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some([("app".to_owned(), format!("d-{i}"))].into()),
+                        ..Default::default()
+                    }),
+                    spec: Some(PodSpec {
+                        containers: vec![container()],
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+    fn change(&mut self, round: usize) {
+        self.spec.replicas = Some(2 + round as i32);
+    }
+}
+
+/// Writes `objects` objects of `K` through the real API into a fresh namespace while an
+/// informer (3 handlers) watches it: a first batch before the informer starts (the initial
+/// list), then creates, two rounds of updates and deletes in batches. The store and every view
+/// must end equal to a fresh list from the server.
+async fn writes_converge<K: Fixture>(resource: ApiResource, objects: usize) {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let ns = namespace(&client, &resource.resource).await;
+    let api: Api<K> = Api::namespaced(client.clone(), &ns);
+    let create = |range: std::ops::Range<usize>| {
+        let api = api.clone();
+        each(range.collect(), CONCURRENCY, move |i| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &K::make(i)).await }
+        })
+    };
+
+    let before = objects / 5;
+    let mut live: Vec<K> = create(0..before).await;
+    let lw = HttpListerWatcher::new(client.clone(), resource.clone().in_namespace(&ns));
+    let (informer, views) = started(lw, reflector(), 3).await;
+    // The first list asks for resourceVersion 0, served from the watch cache, which may not
+    // hold the newest writes yet (a real server's "any version"); the watch brings the rest.
+    assert!(informer.store().len() <= before);
+
+    // Creates, updates and deletes in batches of about a tenth each, while the informer runs.
+    let batch = (objects / 10).max(1);
+    let mut next = before;
+    let mut round = 0;
+    while next < objects {
+        let end = (next + batch).min(objects);
+        live.extend(create(next..end).await);
+        next = end;
+        round += 1;
+        // Update every third live object, then delete every seventh.
+        let picked: Vec<K> = live.iter().step_by(3).cloned().collect();
+        let api2 = api.clone();
+        let updated = each(picked, CONCURRENCY, move |mut o| {
+            let api = api2.clone();
+            async move {
+                o.change(round);
+                let name = o.meta().name.clone().unwrap();
+                api.replace(&name, &PostParams::default(), &o).await
+            }
+        })
+        .await;
+        for u in updated {
+            if let Some(slot) = live.iter_mut().find(|o| o.meta().name == u.meta().name) {
+                *slot = u;
+            }
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) = live
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| i % 7 == round % 7);
+        live = kept.into_iter().map(|(_, o)| o).collect();
+        let api3 = api.clone();
+        each(gone, CONCURRENCY, move |(_, o)| {
+            let api = api3.clone();
+            async move {
+                api.delete(o.meta().name.as_deref().unwrap(), &DeleteParams::default())
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .await;
+    }
+
+    let fresh = api.list(&ListParams::default()).await.unwrap();
+    let expected = versions_of(fresh.items.iter().map(|o| o.meta()));
+    assert!(expected.len() > objects / 3, "{} left", expected.len());
+    assert_converged(&informer, &views, &expected, &resource.resource).await;
+
+    let snap = informer.store().snapshot();
+    let (_, any) = snap.iter().next().unwrap();
+    assert_eq!(
+        any.encoding(),
+        if resource.protobuf {
+            Encoding::Protobuf
+        } else {
+            Encoding::Json
+        },
+        "{}: the wire format cached",
+        resource.resource
+    );
+    let stats = informer.reflector_metrics().unwrap().snapshot();
+    assert_eq!(stats.relists, 0, "{stats:?}");
+    assert!(stats.events as usize >= objects, "{stats:?}");
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_configmaps_converge_with_the_server() {
+    writes_converge::<ConfigMap>(ApiResource::core("v1", "configmaps", "ConfigMap"), 1_500).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_pods_converge_with_the_server() {
+    writes_converge::<Pod>(ApiResource::core("v1", "pods", "Pod"), 1_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_deployments_converge_with_the_server() {
+    writes_converge::<Deployment>(
+        ApiResource::new("apps", "v1", "deployments", "Deployment"),
+        1_000,
+    )
+    .await;
+}
+
+/// Creates the `widgets.example.com` CRD (namespaced, schemaless spec) and waits until the
+/// server serves it.
+async fn widget_crd(client: &kube::Client) -> KubeResource {
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}}
+            }]
+        }
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let ar = KubeResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    for _ in 0..300 {
+        if widgets.list(&ListParams::default().limit(1)).await.is_ok() {
+            return ar;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("widgets.example.com not served within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_custom_resources_converge_with_the_server() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let ar = widget_crd(&client).await;
+    let ns = namespace(&client, "widgets").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let make = |i: usize, round: usize| {
+        DynamicObject::new(&format!("w-{i}"), &ar)
+            .within(&ns)
+            .data(serde_json::json!({"spec": {"size": i, "round": round}}))
+    };
+    let create = |range: std::ops::Range<usize>| {
+        let (api, objs) = (api.clone(), range.map(|i| make(i, 0)).collect());
+        each(objs, CONCURRENCY, move |o: DynamicObject| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &o).await }
+        })
+    };
+    create(0..200).await;
+    let resource = ApiResource::new("example.com", "v1", "widgets", "Widget").in_namespace(&ns);
+    assert!(!resource.protobuf, "custom resources speak JSON");
+    let (informer, views) = started(
+        HttpListerWatcher::new(client.clone(), resource),
+        reflector(),
+        3,
+    )
+    .await;
+    assert!(
+        informer.store().len() <= 200,
+        "resourceVersion 0: the cache may lag"
+    );
+    let mut live: Vec<DynamicObject> = create(200..1_000).await;
+    for round in 1..=2 {
+        let picked: Vec<DynamicObject> = live.iter().step_by(2).cloned().collect();
+        let api2 = api.clone();
+        let updated = each(picked, CONCURRENCY, move |mut o: DynamicObject| {
+            let api = api2.clone();
+            async move {
+                o.data["spec"]["round"] = round.into();
+                let name = o.metadata.name.clone().unwrap();
+                api.replace(&name, &PostParams::default(), &o).await
+            }
+        })
+        .await;
+        for u in updated {
+            if let Some(slot) = live.iter_mut().find(|o| o.metadata.name == u.metadata.name) {
+                *slot = u;
+            }
+        }
+    }
+    let gone: Vec<String> = live
+        .iter()
+        .step_by(5)
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect();
+    let api3 = api.clone();
+    each(gone, CONCURRENCY, move |name: String| {
+        let api = api3.clone();
+        async move {
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
+        }
+    })
+    .await;
+    let fresh = api.list(&ListParams::default()).await.unwrap();
+    let expected = versions_of(fresh.items.iter().map(|o| &o.metadata));
+    assert_eq!(expected.len(), 1_000 - 800 / 5);
+    assert_converged(&informer, &views, &expected, "widgets").await;
+    let snap = informer.store().snapshot();
+    assert!(snap.iter().all(|(_, o)| o.encoding() == Encoding::Json));
+    assert_eq!(informer.reflector_metrics().unwrap().snapshot().relists, 0);
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+/// A [`ListerWatcher`] around the HTTP one that a test can cut off: while `blocked`, requests
+/// fail as refused connections and open watch streams end as reset (the API server looks
+/// down to the reflector). Every list request's options are recorded.
+#[derive(Clone)]
+struct Gate {
+    inner: HttpListerWatcher,
+    blocked: tokio::sync::watch::Sender<bool>,
+    lists: Arc<Mutex<Vec<ListOptions>>>,
+    /// When set, the first request for a second page waits here (the test compacts etcd
+    /// meanwhile) after announcing itself on `paused`.
+    pause_second_page: Arc<
+        Mutex<
+            Option<(
+                tokio::sync::oneshot::Sender<()>,
+                tokio::sync::oneshot::Receiver<()>,
+            )>,
+        >,
+    >,
+}
+
+impl Gate {
+    fn new(inner: HttpListerWatcher) -> Self {
+        Gate {
+            inner,
+            blocked: tokio::sync::watch::Sender::new(false),
+            lists: Arc::default(),
+            pause_second_page: Arc::default(),
+        }
+    }
+
+    fn block(&self, on: bool) {
+        self.blocked.send_replace(on);
+    }
+
+    fn refused(&self) -> Option<ApiError> {
+        (*self.blocked.borrow()).then(|| ApiError::connection_refused("gate closed by the test"))
+    }
+}
+
+struct GateBody {
+    inner: HttpWatchBody,
+    blocked: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Body for GateBody {
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
+        if *self.blocked.borrow() {
+            return Some(Err(ApiError::connection_reset("gate closed by the test")));
+        }
+        tokio::select! {
+            chunk = self.inner.next_chunk() => chunk,
+            _ = self.blocked.wait_for(|b| *b) => {
+                Some(Err(ApiError::connection_reset("gate closed by the test")))
+            }
+        }
+    }
+}
+
+impl ListerWatcher for Gate {
+    type Body = GateBody;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        self.lists.lock().unwrap().push(opts.clone());
+        if let Some(e) = self.refused() {
+            return Err(e);
+        }
+        if opts.continue_token.is_some() {
+            let pause = self.pause_second_page.lock().unwrap().take();
+            if let Some((paused, resume)) = pause {
+                let _ = paused.send(());
+                let _ = resume.await;
+            }
+        }
+        self.inner.list(opts).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<GateBody>, ApiError> {
+        if let Some(e) = self.refused() {
+            return Err(e);
+        }
+        let w = self.inner.watch(opts).await?;
+        Ok(WatchResponse {
+            format: w.format,
+            body: GateBody {
+                inner: w.body,
+                blocked: self.blocked.subscribe(),
+            },
+        })
+    }
+}
+
+/// Creates `n` ConfigMaps `o-<from>`.. in `ns`; returns them as the server answered.
+async fn configmaps(
+    client: &kube::Client,
+    ns: &str,
+    range: std::ops::Range<usize>,
+) -> Vec<ConfigMap> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    each(range.collect(), CONCURRENCY, move |i| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &ConfigMap::make(i))
+                .await
+        }
+    })
+    .await
+}
+
+/// The ConfigMaps of `ns` as a fresh list from the server sees them.
+async fn fresh_configmaps(client: &kube::Client, ns: &str) -> Versions {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let list = api.list(&ListParams::default()).await.unwrap();
+    versions_of(list.items.iter().map(|o| &o.metadata))
+}
+
+fn configmaps_in(client: &kube::Client, ns: &str) -> HttpListerWatcher {
+    HttpListerWatcher::new(
+        client.clone(),
+        ApiResource::core("v1", "configmaps", "ConfigMap").in_namespace(ns),
+    )
+}
+
+fn rv_of(o: &ConfigMap) -> u64 {
+    o.metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_arrive_and_advance_the_resource_version() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "bookmarks").await;
+    configmaps(&client, &ns, 0..5).await;
+    // Watches of 5-10 s: the watch cache sends a bookmark 2 s before a watch's deadline.
+    let config = reflector().min_watch_timeout(Duration::from_secs(5));
+    let (informer, _views) = started(configmaps_in(&client, &ns), config, 1).await;
+    let listed = informer.store().resource_version();
+
+    // Writes in another namespace move the server's resourceVersion past anything this
+    // informer holds; only a bookmark can tell it.
+    let other = namespace(&client, "bookmarks-other").await;
+    let newest = configmaps(&client, &other, 0..3)
+        .await
+        .iter()
+        .map(rv_of)
+        .max()
+        .unwrap();
+    assert!(newest > listed);
+    let snap = tokio::time::timeout(Duration::from_secs(40), informer.store().wait_for(newest))
+        .await
+        .expect("no bookmark brought the store to the newest resourceVersion within 40 s")
+        .unwrap();
+    assert!(snap.resource_version() >= newest);
+    assert_eq!(snap.len(), 5, "a bookmark carries no object");
+    let stats = informer.reflector_metrics().unwrap().snapshot();
+    assert!(stats.bookmarks >= 1, "{stats:?}");
+    assert_eq!(stats.relists, 0, "{stats:?}");
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+/// A streaming initial list against `server`: with WatchList on, no list request is made and
+/// the same stream goes on live; with it off, the informer falls back to list + watch.
+async fn streaming_list(server: &KubeApiServer, gate_on: bool) {
+    let client = server.client().await;
+    let ns = namespace(&client, "watchlist").await;
+    configmaps(&client, &ns, 0..300).await;
+    let gate = Gate::new(configmaps_in(&client, &ns));
+    let (informer, views) = started(gate.clone(), reflector().use_watch_list(true), 2).await;
+    let stats = informer.reflector_metrics().unwrap().snapshot();
+    let lists = gate.lists.lock().unwrap().len();
+    if gate_on {
+        // A streaming list at "" is a consistent read: all 300, where a list at "0" may lag.
+        assert_eq!(informer.store().len(), 300);
+        assert_eq!(lists, 0, "the initial state came on the watch: {stats:?}");
+        assert!(stats.watch_lists >= 1, "{stats:?}");
+        assert_eq!(stats.watch_list_fallbacks, 0, "{stats:?}");
+        tokio::task::block_in_place(|| informer.flush());
+        for v in &views {
+            let initial_adds = v.lock().unwrap().initial_adds;
+            assert_eq!(initial_adds, 300);
+        }
+    } else {
+        assert!(stats.watch_list_fallbacks >= 1, "{stats:?}");
+        assert!(lists >= 1, "fell back to a list: {stats:?}");
+    }
+    // Live changes after the initial state.
+    let created = configmaps(&client, &ns, 300..400).await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    each(
+        created.into_iter().step_by(2).collect(),
+        CONCURRENCY,
+        move |mut o: ConfigMap| {
+            let api = api.clone();
+            async move {
+                o.change(1);
+                api.replace(
+                    &o.metadata.name.clone().unwrap(),
+                    &PostParams::default(),
+                    &o,
+                )
+                .await
+            }
+        },
+    )
+    .await;
+    let expected = fresh_configmaps(&client, &ns).await;
+    assert_eq!(expected.len(), 400);
+    assert_converged(&informer, &views, &expected, "watch-list").await;
+    if gate_on {
+        assert_eq!(gate.lists.lock().unwrap().len(), 0, "still no list");
+    }
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_initial_list_against_the_real_server() {
+    streaming_list(KubeApiServer::shared(), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_initial_list_falls_back_when_the_gate_is_off() {
+    let server = KubeApiServer::start(&["--feature-gates=WatchList=false"]);
+    streaming_list(&server, false).await;
+}
+
+/// The first event of a raw watch from `rv` (JSON, through kube): `Some(code)` for an
+/// `ERROR` event, `None` for anything else or nothing within 3 s.
+async fn watch_error(client: &kube::Client, ns: &str, rv: u64) -> Option<u16> {
+    use futures_util::StreamExt;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let params = kube::api::WatchParams::default().timeout(3);
+    let stream = api.watch(&params, &rv.to_string()).await.ok()?;
+    let mut stream = std::pin::pin!(stream);
+    match tokio::time::timeout(Duration::from_secs(4), stream.next()).await {
+        Ok(Some(Ok(kube::api::WatchEvent::Error(e)))) => Some(e.code),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_410_relists_with_tombstones_and_loses_nothing() {
+    // No watch cache: watches read etcd, which the apiserver compacts every second.
+    let server = KubeApiServer::start(&["--watch-cache=false", "--etcd-compaction-interval=1s"]);
+    let client = server.client().await;
+    let ns = namespace(&client, "gone").await;
+    let initial = configmaps(&client, &ns, 0..200).await;
+    let gate = Gate::new(configmaps_in(&client, &ns));
+    let (informer, views) = started(gate.clone(), reflector(), 3).await;
+    let synced_rv = informer.store().resource_version();
+
+    // The informer loses its connection; meanwhile 50 objects are deleted, 50 created, 50
+    // changed, and etcd's compaction passes the informer's resourceVersion.
+    gate.block(true);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let deleted: Vec<String> = initial
+        .iter()
+        .take(50)
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect();
+    let a = api.clone();
+    each(deleted, CONCURRENCY, move |name: String| {
+        let api = a.clone();
+        async move {
+            api.delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
+        }
+    })
+    .await;
+    configmaps(&client, &ns, 1_000..1_050).await;
+    let a = api.clone();
+    each(
+        initial[50..100].to_vec(),
+        CONCURRENCY,
+        move |mut o: ConfigMap| {
+            let api = a.clone();
+            async move {
+                o.change(1);
+                api.replace(
+                    &o.metadata.name.clone().unwrap(),
+                    &PostParams::default(),
+                    &o,
+                )
+                .await
+            }
+        },
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while watch_error(&client, &ns, synced_rv).await != Some(410) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "etcd was not compacted past {synced_rv} within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    gate.block(false);
+    let expected = fresh_configmaps(&client, &ns).await;
+    assert_eq!(expected.len(), 200);
+    assert_converged(&informer, &views, &expected, "after the 410").await;
+    let stats = informer.reflector_metrics().unwrap().snapshot();
+    assert!(stats.relists >= 1, "{stats:?}");
+    for (i, v) in views.iter().enumerate() {
+        let tombstones = v.lock().unwrap().tombstones;
+        assert_eq!(
+            tombstones, 50,
+            "handler {i}: the deletions found by the relist"
+        );
+    }
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_of_10_000_objects_and_an_expired_continue_token() {
+    // No watch cache (lists read etcd page by page) and no compaction but the test's own.
+    let server = KubeApiServer::start(&["--watch-cache=false", "--etcd-compaction-interval=0"]);
+    let client = server.client().await;
+    let ns = namespace(&client, "pages").await;
+    configmaps(&client, &ns, 0..10_000).await;
+
+    let gate = Gate::new(configmaps_in(&client, &ns));
+    let (informer, views) = started(gate.clone(), reflector(), 1).await;
+    let expected = fresh_configmaps(&client, &ns).await;
+    assert_converged(&informer, &views, &expected, "paginated list").await;
+    let stats = informer.reflector_metrics().unwrap().snapshot();
+    assert_eq!(
+        stats.list_pages, 20,
+        "10 000 objects in pages of 500: {stats:?}"
+    );
+    {
+        let lists = gate.lists.lock().unwrap();
+        assert_eq!(lists.len(), 20);
+        assert!(lists.iter().all(|o| o.limit == Some(500)));
+        assert!(lists[1..].iter().all(|o| o.continue_token.is_some()));
+    }
+    tokio::task::block_in_place(|| informer.shutdown());
+
+    // A second informer's continue token expires between its first and second page.
+    let gate = Gate::new(configmaps_in(&client, &ns));
+    let (paused_tx, paused) = tokio::sync::oneshot::channel();
+    let (resume, resume_rx) = tokio::sync::oneshot::channel();
+    *gate.pause_second_page.lock().unwrap() = Some((paused_tx, resume_rx));
+    let informer = Informer::new(
+        gate.clone(),
+        InformerConfig {
+            reflector: reflector(),
+            ..Default::default()
+        },
+    );
+    let view = Recorder::default();
+    informer.add_event_handler(view.clone()).unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    tokio::time::timeout(Duration::from_secs(30), paused)
+        .await
+        .unwrap()
+        .unwrap();
+    let newer = configmaps(&client, &ns, 10_000..10_001).await;
+    server.compact(server.etcd_revision());
+    resume.send(()).unwrap();
+    assert!(informer.wait_for_cache_sync(Duration::from_secs(60)).await);
+    let expected = fresh_configmaps(&client, &ns).await;
+    assert_eq!(expected.len(), 10_001);
+    assert_converged(
+        &informer,
+        &[view.0.clone()],
+        &expected,
+        "after the expired token",
+    )
+    .await;
+    assert!(informer.store().contains_key(&format!(
+        "{ns}/{}",
+        newer[0].metadata.name.as_deref().unwrap()
+    )));
+    let lists = gate.lists.lock().unwrap().clone();
+    assert!(lists.len() >= 3, "{lists:?}");
+    assert!(lists[1].continue_token.is_some());
+    let full = &lists[2];
+    assert_eq!(
+        (full.limit, &full.continue_token),
+        (None, &None),
+        "one full list after the 410"
+    );
+    tokio::task::block_in_place(|| informer.shutdown());
+}
+
+/// Pod `i` with `app=app-<i % 7>`, `tier=<t>`, and `spec.nodeName=node-<i % 3>` (set at
+/// creation: no scheduler runs).
+fn labelled_pod(i: usize, tier: &str) -> Pod {
+    let mut p = Pod::make(i);
+    p.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("tier".into(), tier.into());
+    p.spec.as_mut().unwrap().node_name = Some(format!("node-{}", i % 3));
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_field_and_namespace_selectors_are_evaluated_by_the_server() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let (ns_a, ns_b) = (
+        namespace(&client, "sel-a").await,
+        namespace(&client, "sel-b").await,
+    );
+    let tier = ns_a.clone(); // a label value no other test uses
+    for ns in [&ns_a, &ns_b] {
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let tier = tier.clone();
+        each((0..210).collect(), CONCURRENCY, move |i| {
+            let (api, p) = (api.clone(), labelled_pod(i, &tier));
+            async move { api.create(&PostParams::default(), &p).await }
+        })
+        .await;
+    }
+    let pods = ApiResource::core("v1", "pods", "Pod");
+    let label = format!("tier={tier},app in (app-1,app-2)");
+    let field = "spec.nodeName=node-1".to_owned();
+    // (informer resource, label selector, field selector, the list that must equal its store)
+    let cases = [
+        (
+            pods.clone().in_namespace(&ns_a),
+            None,
+            None,
+            Some(ns_a.clone()),
+        ),
+        (pods.clone(), Some(label.clone()), None, None),
+        (
+            pods.clone().in_namespace(&ns_b),
+            Some(label.clone()),
+            Some(field.clone()),
+            Some(ns_b.clone()),
+        ),
+    ];
+    let mut running = Vec::new();
+    for (resource, l, f, _) in &cases {
+        let config = reflector()
+            .label_selector(l.clone())
+            .field_selector(f.clone());
+        running.push(
+            started(
+                HttpListerWatcher::new(client.clone(), resource.clone()),
+                config,
+                2,
+            )
+            .await,
+        );
+    }
+    // Move pods into and out of the label selector: the server sends DELETED to a watch
+    // whose selector an object leaves, ADDED when it enters.
+    for ns in [&ns_a, &ns_b] {
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let list = api.list(&ListParams::default()).await.unwrap().items;
+        let a = api.clone();
+        each(
+            list.into_iter().step_by(4).collect(),
+            CONCURRENCY,
+            move |mut p: Pod| {
+                let api = a.clone();
+                async move {
+                    let labels = p.metadata.labels.get_or_insert_default();
+                    let app = labels["app"].clone();
+                    let moved = if app == "app-1" { "app-3" } else { "app-1" };
+                    labels.insert("app".into(), moved.into());
+                    api.replace(
+                        &p.metadata.name.clone().unwrap(),
+                        &PostParams::default(),
+                        &p,
+                    )
+                    .await
+                }
+            },
+        )
+        .await;
+    }
+    for ((resource, l, f, ns), (informer, views)) in cases.iter().zip(&running) {
+        let api: Api<Pod> = match ns {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let mut params = ListParams::default();
+        if let Some(l) = l {
+            params = params.labels(l);
+        }
+        if let Some(f) = f {
+            params = params.fields(f);
+        }
+        let list = api.list(&params).await.unwrap();
+        let expected = versions_of(list.items.iter().map(|o| &o.metadata));
+        let what = format!("{} {l:?} {f:?}", resource.collection_path());
+        assert!(
+            !expected.is_empty() && expected.len() < 420,
+            "{what}: {} pods",
+            expected.len()
+        );
+        assert_converged(informer, views, &expected, &what).await;
+    }
+    // The label selector spans both namespaces; the field selector keeps a third of one.
+    let across = running[1].0.store().snapshot();
+    assert!(
+        across.iter().any(|(k, _)| k.namespace() == ns_a)
+            && across.iter().any(|(k, _)| k.namespace() == ns_b)
+    );
+    assert!(
+        running[1].1.iter().all(|v| v.lock().unwrap().deletes > 0),
+        "pods left the selector"
+    );
+    for (informer, _) in &running {
+        tokio::task::block_in_place(|| informer.shutdown());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_watch_command_against_the_real_server() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "cli").await;
+    configmaps(&client, &ns, 0..120).await;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_informer"));
+    command
+        .args([
+            "watch",
+            "--resource",
+            "configmaps",
+            "-n",
+            &ns,
+            "--duration",
+            "3",
+            "--interval",
+            "1",
+        ])
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig);
+    let out = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("watching /api/v1/namespaces/{ns}/configmaps")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("synced:            true"), "{stdout}");
+    assert!(
+        stdout.contains("objects:           120 in 1 namespaces"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("120 adds"), "{stdout}");
+}
