@@ -17,7 +17,11 @@
 //!   the simulators' truth (exit code 1 if one differs);
 //! - `--server URL`: a running `informer serve --template deployments --template pod-states`
 //!   (or any API server reachable without credentials, e.g. `kubectl proxy`);
-//! - `--kubeconfig PATH` (and `--context`): a real cluster, read-only (list and watch);
+//! - `--kubeconfig PATH` (and `--context`): a real cluster, read-only (list and watch); at
+//!   the end the controller lists Deployments and Pods afresh and waits (up to
+//!   `--sync-timeout`) until its caches hold exactly those versions before it drains, so the
+//!   summary describes the cluster as it was at the stop (on a busy cluster they may never
+//!   match: the summary then says by how many objects they differ);
 //! - `--in-process`: the two simulators without HTTP, verified as by default.
 //!
 //! Run: `cargo run --release --example controller -- --duration 10`
@@ -88,6 +92,10 @@ struct Args {
     /// Print the work queue's metrics (OpenMetrics text) at the end.
     #[arg(long)]
     metrics: bool,
+    /// Print, last, one JSON line with every Deployment's status
+    /// (`{"statuses":{"ns/name":{"generation":G,"desired":D,"pods":P,"ready":R}},...}`).
+    #[arg(long)]
+    json: bool,
     /// Simulator (default and --in-process): Deployments created before start (the flood holds about this many; at
     /// most `namespaces * apps`).
     #[arg(long, default_value_t = 400)]
@@ -152,10 +160,10 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
                 .map_or("all namespaces".to_owned(), |n| format!("namespace {n}"))
         );
         let factory = with_namespace(
-            SharedInformerFactory::new(http_lister_watchers(client)),
+            SharedInformerFactory::new(http_lister_watchers(client.clone())),
             args,
         );
-        return control(args, factory, None).await;
+        return control(args, factory, Source::Cluster(&client)).await;
     }
 
     let sims = Sims::new(args)?;
@@ -177,7 +185,7 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
                 }
             });
         println!("watching it in process (no HTTP)");
-        return control(args, with_namespace(factory, args), Some(&sims)).await;
+        return control(args, with_namespace(factory, args), Source::Sims(&sims)).await;
     }
     // The simulated API server `informer serve` runs, on a loopback port.
     let server = serve_many(
@@ -199,7 +207,7 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
         SharedInformerFactory::new(http_lister_watchers(client)),
         args,
     );
-    let verified = control(args, factory, Some(&sims)).await;
+    let verified = control(args, factory, Source::Sims(&sims)).await;
     server.shutdown().await;
     verified
 }
@@ -269,13 +277,22 @@ impl Sims {
     }
 }
 
+/// What the informers watch.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// The simulators, flooded while the controller runs and checked at the end.
+    Sims(&'a Sims),
+    /// A real cluster (or any API server) through this client: read, never written.
+    Cluster(&'a kube::Client),
+}
+
 /// Runs the controller on `factory` until Ctrl-C or `--duration`, then drains and prints the
-/// summary. With `sims`, also floods them and verifies the result; returns whether it matched
-/// (always `true` without simulators).
+/// summary. With simulators, also floods them and verifies the result; returns whether it
+/// matched (always `true` against a cluster).
 async fn control<L, F>(
     args: &Args,
     factory: SharedInformerFactory<L, F>,
-    sims: Option<&Sims>,
+    source: Source<'_>,
 ) -> Result<bool, Box<dyn Error>>
 where
     L: ListerWatcher,
@@ -327,6 +344,10 @@ where
             }
         }
     };
+    let sims = match source {
+        Source::Sims(s) => Some(s),
+        Source::Cluster(_) => None,
+    };
     let drive = async {
         match sims {
             Some(s) => s.drive(args.rate).await,
@@ -359,11 +380,21 @@ where
         let wait = Duration::from_secs(60);
         tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
         tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
-        tokio::task::block_in_place(|| {
-            d_informer.flush();
-            p_informer.flush();
-        });
     }
+    // Against a cluster: let the caches reach what a fresh list says first.
+    if let Source::Cluster(client) = source {
+        let differ = settle_with_cluster(client, args, &d_informer, &p_informer, timeout).await?;
+        if differ > 0 {
+            println!(
+                "caches still differ from a fresh list by {differ} objects after {:.0} s",
+                timeout.as_secs_f64()
+            );
+        }
+    }
+    tokio::task::block_in_place(|| {
+        d_informer.flush();
+        p_informer.flush();
+    });
     controller.queue().shutdown_with_drain_async().await;
     let panicked = tokio::task::block_in_place(|| workers.join());
     let drained = running.elapsed() - ran;
@@ -398,6 +429,28 @@ where
         drained,
         panicked,
     );
+    if args.json {
+        let statuses: std::collections::BTreeMap<String, serde_json::Value> = controller
+            .statuses()
+            .into_iter()
+            .map(|(k, s)| {
+                let v = serde_json::json!({
+                    "generation": s.generation,
+                    "desired": s.desired,
+                    "pods": s.pods,
+                    "ready": s.ready,
+                });
+                (k.to_string(), v)
+            })
+            .collect();
+        let report = serde_json::json!({
+            "statuses": statuses,
+            "deployments_cached": d_informer.store().len(),
+            "pods_cached": p_informer.store().len(),
+            "worker_panics": panicked,
+        });
+        println!("{report}");
+    }
     if args.metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)?;
@@ -406,6 +459,76 @@ where
     tokio::task::block_in_place(|| factory.shutdown());
     outcome?;
     Ok(verified && panicked == 0)
+}
+
+/// Lists Deployments and Pods from `client` and waits (up to `timeout`) until both caches
+/// hold exactly those `(uid, resourceVersion)`s, relisting every 200 ms; returns by how many
+/// objects they still differ (0 when they match).
+async fn settle_with_cluster<L: ListerWatcher>(
+    client: &kube::Client,
+    args: &Args,
+    deployments: &Arc<Informer<L>>,
+    pods: &Arc<Informer<L>>,
+    timeout: Duration,
+) -> Result<usize, Box<dyn Error>> {
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core};
+    use kube::api::{Api, ListParams};
+    type Versions = std::collections::BTreeMap<String, (String, String)>;
+    fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        match ns {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+    fn cached<L: ListerWatcher>(informer: &Informer<L>) -> Versions {
+        let snap = informer.store().snapshot();
+        snap.iter()
+            .map(|(k, o)| {
+                let v = (o.uid().to_owned(), o.resource_version().to_owned());
+                (k.to_string(), v)
+            })
+            .collect()
+    }
+    fn listed<'a>(metas: impl Iterator<Item = &'a kube::api::ObjectMeta>) -> Versions {
+        metas
+            .map(|m| {
+                let name = m.name.clone().unwrap_or_default();
+                let key = match m.namespace.as_deref() {
+                    Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+                    _ => name,
+                };
+                let v = (
+                    m.uid.clone().unwrap_or_default(),
+                    m.resource_version.clone().unwrap_or_default(),
+                );
+                (key, v)
+            })
+            .collect()
+    }
+    let ns = args.namespace.as_deref();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let d = api::<apps::Deployment>(client, ns)
+            .list(&ListParams::default())
+            .await?;
+        let p = api::<core::Pod>(client, ns)
+            .list(&ListParams::default())
+            .await?;
+        let want_d = listed(d.items.iter().map(|o| &o.metadata));
+        let want_p = listed(p.items.iter().map(|o| &o.metadata));
+        let differ = |want: &Versions, got: &Versions| {
+            want.iter().filter(|(k, v)| got.get(*k) != Some(v)).count()
+                + got.keys().filter(|k| !want.contains_key(*k)).count()
+        };
+        let n = differ(&want_d, &cached(deployments)) + differ(&want_p, &cached(pods));
+        if n == 0 || Instant::now() >= deadline {
+            return Ok(n);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn status_line(c: &Controller, since: Instant) -> String {

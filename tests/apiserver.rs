@@ -17,13 +17,13 @@ use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::{
-    Api, ApiResource as KubeResource, DeleteParams, DynamicObject, ListParams, ObjectMeta,
-    PostParams,
+    Api, ApiResource as KubeResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch,
+    PatchParams, PostParams,
 };
 use kube_apiserver::{KubeApiServer, Versions, diff, each, namespace, versions_of};
 use serde::Serialize;
@@ -447,6 +447,12 @@ async fn json_custom_resources_converge_with_the_server() {
     tokio::task::block_in_place(|| informer.shutdown());
 }
 
+/// Announces a paused request (first) and resumes it (second).
+type Pause = (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::sync::oneshot::Receiver<()>,
+);
+
 /// A [`ListerWatcher`] around the HTTP one that a test can cut off: while `blocked`, requests
 /// fail as refused connections and open watch streams end as reset (the API server looks
 /// down to the reflector). Every list request's options are recorded.
@@ -457,14 +463,7 @@ struct Gate {
     lists: Arc<Mutex<Vec<ListOptions>>>,
     /// When set, the first request for a second page waits here (the test compacts etcd
     /// meanwhile) after announcing itself on `paused`.
-    pause_second_page: Arc<
-        Mutex<
-            Option<(
-                tokio::sync::oneshot::Sender<()>,
-                tokio::sync::oneshot::Receiver<()>,
-            )>,
-        >,
-    >,
+    pause_second_page: Arc<Mutex<Option<Pause>>>,
 }
 
 impl Gate {
@@ -816,7 +815,7 @@ async fn pagination_of_10_000_objects_and_an_expired_continue_token() {
     assert_eq!(expected.len(), 10_001);
     assert_converged(
         &informer,
-        &[view.0.clone()],
+        std::slice::from_ref(&view.0),
         &expected,
         "after the expired token",
     )
@@ -1005,4 +1004,256 @@ async fn informer_watch_command_against_the_real_server() {
         "{stdout}"
     );
     assert!(stdout.contains("120 adds"), "{stdout}");
+}
+
+/// The controller example's binary, built by `cargo test` beside the `informer` binary.
+fn controller_example() -> std::path::PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_informer"))
+        .parent()
+        .unwrap()
+        .join("examples/controller");
+    assert!(
+        bin.exists(),
+        "{} missing: cargo test builds the examples",
+        bin.display()
+    );
+    bin
+}
+
+/// An owner reference to `o` (of `kind` in `apps/v1`), as the controller that made it sets.
+fn controlled_by(kind: &str, o: &ObjectMeta) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: o.name.clone().unwrap(),
+        uid: o.uid.clone().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Deployment `d-<i>` with `replicas`, its ReplicaSet `d-<i>-h<i>` and `replicas` Pods
+/// (`ready` of them Ready), made as the deployment and replicaset controllers would.
+async fn deployment_family(client: &kube::Client, ns: &str, i: usize, replicas: i32, ready: usize) {
+    let (deployments, sets, pods): (Api<Deployment>, Api<ReplicaSet>, Api<Pod>) = (
+        Api::namespaced(client.clone(), ns),
+        Api::namespaced(client.clone(), ns),
+        Api::namespaced(client.clone(), ns),
+    );
+    let mut d = Deployment::make(i);
+    d.metadata.name = Some(format!("d-{i}"));
+    d.spec.replicas = Some(replicas);
+    let d = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let hash = format!("h{i}");
+    let mut labels = d.spec.template.metadata.clone().unwrap().labels.unwrap();
+    labels.insert("pod-template-hash".into(), hash.clone());
+    let rs = ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(format!("d-{i}-{hash}")),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![controlled_by("Deployment", &d.metadata)]),
+            ..Default::default()
+        },
+        spec: ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: Some(PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                }),
+                spec: d.spec.template.spec.clone(),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let rs = sets.create(&PostParams::default(), &rs).await.unwrap();
+    for k in 0..replicas as usize {
+        add_pod(&pods, &rs, k, k < ready).await;
+    }
+}
+
+/// Pod `<rs>-<k>` owned by `rs`, made Ready through the status subresource when `ready`.
+async fn add_pod(pods: &Api<Pod>, rs: &ReplicaSet, k: usize, ready: bool) {
+    let name = format!("{}-{k}", rs.metadata.name.as_deref().unwrap());
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: rs.metadata.labels.clone(),
+            owner_references: Some(vec![controlled_by("ReplicaSet", &rs.metadata)]),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![container()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    if ready {
+        set_ready(pods, &name, true).await;
+    }
+}
+
+async fn set_ready(pods: &Api<Pod>, name: &str, ready: bool) {
+    let status = if ready { "True" } else { "False" };
+    let patch =
+        serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// What the controller must report for every Deployment of `ns`, computed from the server's
+/// objects: desired replicas, the Pods a ReplicaSet of it controls, and the Ready ones.
+async fn expected_statuses(client: &kube::Client, ns: &str) -> serde_json::Value {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = pods.list(&ListParams::default()).await.unwrap().items;
+    let mut out = serde_json::Map::new();
+    for d in deployments
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let name = d.metadata.name.clone().unwrap();
+        let owned: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| {
+                let hash = p.metadata.labels.as_ref().and_then(|l| l.get("pod-template-hash"));
+                let owner = p.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+                matches!((hash, owner), (Some(h), Some(o)) if o.kind == "ReplicaSet" && o.name == format!("{name}-{h}"))
+            })
+            .collect();
+        let ready = owned
+            .iter()
+            .filter(|p| {
+                p.status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+            .count();
+        out.insert(
+            format!("{ns}/{name}"),
+            serde_json::json!({
+                "generation": d.metadata.generation.unwrap(),
+                "desired": d.spec.replicas.unwrap(),
+                "pods": owned.len(),
+                "ready": ready,
+            }),
+        );
+    }
+    serde_json::Value::Object(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_example_against_the_real_server() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    let ns = namespace(&client, "controller").await;
+    for (i, (replicas, ready)) in [(2, 2), (3, 1), (1, 0), (2, 2)].into_iter().enumerate() {
+        deployment_family(&client, &ns, i, replicas, ready).await;
+    }
+
+    let mut child = std::process::Command::new(controller_example())
+        .arg("--kubeconfig")
+        .arg(&server.kubeconfig)
+        .args([
+            "--namespace",
+            &ns,
+            "--json",
+            "--status-every",
+            "0",
+            "--workers",
+            "2",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines = Vec::new();
+    let synced = tokio::task::block_in_place(|| {
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(l) => {
+                    let done = l.starts_with("caches synced");
+                    lines.push(l);
+                    if done {
+                        break true;
+                    }
+                }
+                Err(_) => break false,
+            }
+        }
+    });
+    assert!(synced, "the controller did not sync: {lines:?}");
+    assert!(
+        lines.last().unwrap().contains("4 deployments, 8 pods"),
+        "{lines:?}"
+    );
+
+    // Changes while it runs: a scale-up (a new generation) with two more Pods, a Pod turning
+    // Ready, one deleted, a Deployment deleted (its Pods stay, owned by nothing cached).
+    let (deployments, pods, sets): (Api<Deployment>, Api<Pod>, Api<ReplicaSet>) = (
+        Api::namespaced(client.clone(), &ns),
+        Api::namespaced(client.clone(), &ns),
+        Api::namespaced(client.clone(), &ns),
+    );
+    let scale = serde_json::json!({"spec": {"replicas": 4}});
+    deployments
+        .patch("d-0", &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+        .unwrap();
+    let rs0 = sets.get("d-0-h0").await.unwrap();
+    add_pod(&pods, &rs0, 2, true).await;
+    add_pod(&pods, &rs0, 3, false).await;
+    set_ready(&pods, "d-1-h1-2", true).await;
+    pods.delete("d-2-h2-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    deployments
+        .delete("d-3", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let status = tokio::task::block_in_place(|| child.wait()).unwrap();
+    lines.extend(rx.try_iter());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}: {lines:#?}\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    let expected = expected_statuses(&client, &ns).await;
+    assert_eq!(report["statuses"], expected, "{lines:#?}");
+    assert_eq!(expected.as_object().unwrap().len(), 3);
+    assert_eq!(expected[format!("{ns}/d-0")]["pods"], 4);
+    assert_eq!(report["deployments_cached"], 3);
+    assert_eq!(report["pods_cached"], 9);
+    assert_eq!(report["worker_panics"], 0);
+    assert!(
+        !lines.iter().any(|l| l.contains("still differ")),
+        "{lines:#?}"
+    );
 }
