@@ -19,7 +19,10 @@
 // differs from the cache at a condition's stop; 2 for a usage or setup error. On stderr: one
 // "synced: N objects at resourceVersion RV after S s" line when the informer has synced, a
 // progress line every --interval ("[ T s] objects N  resourceVersion RV (store RV)  ..."), and
-// client-go's own log.
+// client-go's own log (--v N for more of it).
+//
+// --peer-protocol replaces the stop conditions and the report with the peer benchmark's
+// stdin/stdout protocol (see peer.go).
 package main
 
 import (
@@ -81,6 +84,7 @@ type options struct {
 	interval      float64
 	json          bool
 	dumpKeys      bool
+	peerProtocol  bool
 	qps           float64
 	burst         int
 }
@@ -108,6 +112,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.interval, "interval", 2, "seconds between progress lines on stderr (0: none)")
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.dumpKeys, "dump-keys", false, "put every key → resourceVersion of the cache and of each handler in the report (the cache's are there anyway up to 1000 objects)")
+	fs.BoolVar(&o.peerProtocol, "peer-protocol", false, "speak the peer benchmark's protocol (benches/peers): \"synced N\" on stdout, one command on stdin (until-rv R E, or report), one JSON line; implies --watch-list=false and --interval 0 unless given")
 	fs.Float64Var(&o.qps, "qps", 0, "client-side requests per second (0: client-go's default, 5)")
 	fs.IntVar(&o.burst, "burst", 0, "client-side request burst (0: client-go's default, 10)")
 	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -115,6 +120,23 @@ func parseFlags(args []string) (*options, error) {
 	fs.Var(logFlags.Lookup("v").Value, "v", "client-go's log verbosity on stderr (klog; 4 shows every watch ending and relist)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.peerProtocol {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, f := range []string{"until-rv", "until-objects", "json", "dump-keys", "stop-on-stdin-eof"} {
+			if given[f] {
+				return nil, fmt.Errorf("--%s does not go with --peer-protocol", f)
+			}
+		}
+		// The benchmark's consumers list, then watch; the driver holds the watch while it
+		// makes its backlog, which a streaming list would wait on.
+		if !given["watch-list"] {
+			o.watchList = false
+		}
+		if !given["interval"] {
+			o.interval = 0
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -384,6 +406,7 @@ func main() {
 }
 
 func run(args []string) int {
+	start := newProcessStart()
 	o, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -443,9 +466,15 @@ func run(args []string) int {
 		return 2
 	}
 	views := make([]*view, o.handlers)
+	regs := make([]cache.ResourceEventHandlerRegistration, o.handlers)
+	var peerReach *reach
+	if o.peerProtocol {
+		peerReach = newReach(o.handlers)
+	}
 	for i := range views {
 		views[i] = newView(fmt.Sprintf("handler-%d", i))
-		if _, err := inf.AddEventHandler(views[i]); err != nil {
+		views[i].reach = peerReach
+		if regs[i], err = inf.AddEventHandler(views[i]); err != nil {
 			fmt.Fprintln(os.Stderr, "client-go:", err)
 			return 2
 		}
@@ -461,6 +490,10 @@ func run(args []string) int {
 	started := time.Now()
 	stop := make(chan struct{})
 	p.start(stop)
+	if o.peerProtocol {
+		// The report is out: the process ends without tearing the informer down.
+		return runPeer(ctx, start, inf, regs, views, peerReach)
+	}
 
 	var deadline <-chan time.Time
 	if o.duration > 0 {

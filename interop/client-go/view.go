@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,12 @@ type view struct {
 
 	size                                                 atomic.Int64
 	adds, updates, deletes, tombstones, initial, unknown atomic.Uint64
+
+	// With the peer protocol: the newest resourceVersion handled, and whether reach has
+	// counted this view at its target.
+	reach   *reach
+	maxRV   atomic.Uint64
+	reached atomic.Bool
 }
 
 func newView(name string) *view {
@@ -51,6 +58,23 @@ func (v *view) set(obj any) {
 	v.objects[key] = rv
 	v.size.Store(int64(len(v.objects)))
 	v.mu.Unlock()
+	v.saw(rv)
+}
+
+// saw records that a notification at resourceVersion rv was handled (peer protocol only).
+func (v *view) saw(rv string) {
+	if v.reach == nil {
+		return
+	}
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		for {
+			old := v.maxRV.Load()
+			if n <= old || v.maxRV.CompareAndSwap(old, n) {
+				break
+			}
+		}
+	}
+	v.reach.check(v)
 }
 
 // OnAdd records an added object.
@@ -72,22 +96,26 @@ func (v *view) OnUpdate(_, newObj any) {
 // deletion the informer learnt of by relisting.
 func (v *view) OnDelete(obj any) {
 	v.deletes.Add(1)
-	var key string
+	var key, rv string
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		v.tombstones.Add(1)
 		key = t.Key
+		if _, r, ok := keyAndRV(t.Obj); ok {
+			rv = r
+		}
 	} else {
-		k, _, ok := keyAndRV(obj)
+		k, r, ok := keyAndRV(obj)
 		if !ok {
 			v.unknown.Add(1)
 			return
 		}
-		key = k
+		key, rv = k, r
 	}
 	v.mu.Lock()
 	delete(v.objects, key)
 	v.size.Store(int64(len(v.objects)))
 	v.mu.Unlock()
+	v.saw(rv)
 }
 
 func (v *view) len() int { return int(v.size.Load()) }
