@@ -62,6 +62,8 @@ struct Options {
     real_pods: usize,
     templates: Vec<String>,
     peers: Vec<String>,
+    /// Seconds between a consumer's sync and its memory report.
+    settle: f64,
 }
 
 impl Options {
@@ -74,9 +76,15 @@ impl Options {
             peers: ["raw", "informer", "client-go", "kube-runtime"]
                 .map(String::from)
                 .to_vec(),
+            settle: 1.0,
         };
         let mut args = std::env::args().skip(1);
-        let list = |v: String| v.split(',').map(String::from).collect::<Vec<_>>();
+        let list = |v: String| {
+            v.split(',')
+                .filter(|t| !t.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
         while let Some(a) = args.next() {
             let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
             match a.as_str() {
@@ -94,11 +102,12 @@ impl Options {
                 "--real-pods" => o.real_pods = value().parse().unwrap(),
                 "--templates" => o.templates = list(value()),
                 "--peers" => o.peers = list(value()),
+                "--settle" => o.settle = value().parse().unwrap(),
                 "--help" | "-h" => {
                     println!(
                         "cargo bench --bench peers -- [--quick] [--events N] [--list-objects N] \
                          [--real-pods N (0 = skip)] [--templates etcd-pod,head-pod] \
-                         [--peers raw,informer,client-go,kube-runtime]"
+                         [--peers raw,informer,client-go,kube-runtime] [--settle SECS]"
                     );
                     std::process::exit(0);
                 }
@@ -144,7 +153,10 @@ impl Session {
     fn start(peer: &str, target: &Target<'_>) -> Session {
         let mut cmd = if peer == "client-go" {
             let mut c = Command::new(client_go_binary());
-            c.args(["--resource", "pods", "--handlers", "4", "--peer-protocol"]);
+            // client-go's client-side rate limit (5 requests/s, burst 10, when unset) would
+            // throttle its paginated lists: raised, as controllers do, to measure the informer.
+            c.args(["--resource", "pods", "--handlers", "4", "--peer-protocol"])
+                .args(["--qps", "1000", "--burst", "1000"]);
             match target {
                 Target::Sim(url) => c.args(["--server", url]),
                 Target::Kube(k, ns) => c.arg("--kubeconfig").arg(k).args(["--namespace", ns]),
@@ -329,11 +341,11 @@ fn print_throughput(template: &str, events: u64, rows: &[(String, Report)]) {
     }
 }
 
-/// One consumer's initial list against `target`: synced, a second to settle, then its report.
-fn list_once(peer: &str, target: &Target<'_>) -> Report {
+/// One consumer's initial list against `target`: synced, `settle` seconds, then its report.
+fn list_once(peer: &str, target: &Target<'_>, settle: f64) -> Report {
     let mut s = Session::start(peer, target);
     s.synced();
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs_f64(settle));
     s.command("report");
     s.report()
 }
@@ -376,7 +388,7 @@ fn memory(o: &Options, template: &str) -> Vec<(String, Report)> {
     let rows: Vec<_> = o
         .peers
         .iter()
-        .map(|p| (p.clone(), list_once(p, &Target::Sim(&url))))
+        .map(|p| (p.clone(), list_once(p, &Target::Sim(&url), o.settle)))
         .collect();
     rt.block_on(handle.shutdown());
     print_lists(
@@ -433,7 +445,7 @@ fn real_apiserver(o: &Options) -> Vec<(String, Report)> {
         .map(|p| {
             (
                 p.clone(),
-                list_once(p, &Target::Kube(&server.kubeconfig, &ns)),
+                list_once(p, &Target::Kube(&server.kubeconfig, &ns), o.settle),
             )
         })
         .collect();

@@ -24,7 +24,7 @@ use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
 use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
-use informer::object::{Object, parse_resource_version};
+use informer::object::{Object, ObjectKey, parse_resource_version};
 
 use crate::raw_frames::RawFrames;
 
@@ -312,10 +312,12 @@ impl Done {
     }
 }
 
-/// A handler that keeps its own view (key → resourceVersion), as a controller's handler that
-/// tracks what it has seen: the same work as `interop/client-go`'s handlers.
+/// A handler that keeps its own view (key → the object it last saw, whose resourceVersion it
+/// can read), as a controller's handler that tracks what it has seen. `interop/client-go`'s
+/// handlers do the same: their map's resourceVersion strings share the objects' memory, as
+/// the `Arc`s here share the cache's objects and keys.
 struct View {
-    objects: HashMap<String, String>,
+    objects: HashMap<ObjectKey, Arc<Object>>,
     events: Arc<AtomicU64>,
     index: usize,
     done: Arc<Done>,
@@ -332,21 +334,15 @@ impl View {
 
 impl EventHandler for View {
     fn on_add(&mut self, obj: &Arc<Object>, _: bool) {
-        self.objects.insert(
-            obj.key().as_str().to_owned(),
-            obj.resource_version().to_owned(),
-        );
+        self.objects.insert(obj.key(), obj.clone());
         self.saw(obj);
     }
     fn on_update(&mut self, _: &Arc<Object>, new: &Arc<Object>) {
-        self.objects.insert(
-            new.key().as_str().to_owned(),
-            new.resource_version().to_owned(),
-        );
+        self.objects.insert(new.key(), new.clone());
         self.saw(new);
     }
     fn on_delete(&mut self, obj: &DeltaObject) {
-        self.objects.remove(obj.key().as_str());
+        self.objects.remove(&obj.key());
         self.saw(obj.object());
     }
 }
@@ -386,13 +382,15 @@ fn ours(
     informer.flush();
     let objects = informer.store().len();
     let report = start.synced(objects as u64);
-    let before = counts[0].load(Ordering::Relaxed);
+    // Events of the first handler (0 handlers: the watch phase is not measured).
+    let handled = || counts.first().map_or(0, |c| c.load(Ordering::Relaxed));
+    let before = handled();
     match synced_then_command(objects) {
         Command::Report => finish(report, None),
         Command::UntilRv { rv, .. } => {
             let (t1, c1) = (Instant::now(), cpu());
             done.wait(rv);
-            let events = counts[0].load(Ordering::Relaxed) - before;
+            let events = handled() - before;
             finish(report, Some((t1, c1, events)))
         }
     }
