@@ -25,13 +25,14 @@
 
 #[path = "peers/consumer.rs"]
 mod consumer;
+#[path = "../tests/interop/mod.rs"]
+mod interop;
 #[path = "../tests/kube_apiserver/mod.rs"]
 mod kube_apiserver;
 #[path = "common/raw_frames.rs"]
 mod raw_frames;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -126,21 +127,6 @@ enum Target<'a> {
     Kube(&'a std::path::Path, &'a str),
 }
 
-/// `interop/bin/client-go`, built when missing.
-fn client_go_binary() -> PathBuf {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin = root.join("interop/bin/client-go");
-    if !bin.exists() {
-        let ok = Command::new("bash")
-            .arg(root.join("interop/build.sh"))
-            .arg("client-go")
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "interop/build.sh client-go failed");
-    }
-    bin
-}
-
 /// A running consumer: its stdin for the command, its stdout lines.
 struct Session {
     peer: String,
@@ -152,7 +138,7 @@ struct Session {
 impl Session {
     fn start(peer: &str, target: &Target<'_>) -> Session {
         let mut cmd = if peer == "client-go" {
-            let mut c = Command::new(client_go_binary());
+            let mut c = Command::new(interop::binary("client-go"));
             // client-go's client-side rate limit (5 requests/s, burst 10, when unset) would
             // throttle its paginated lists: raised, as controllers do, to measure the informer.
             c.args(["--resource", "pods", "--handlers", "4", "--peer-protocol"])

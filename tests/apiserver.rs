@@ -3,6 +3,7 @@
 //! the real API with the `kube` crate; the caches are checked against fresh lists from the
 //! server.
 
+mod interop;
 mod kube_apiserver;
 mod views;
 

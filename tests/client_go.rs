@@ -9,14 +9,15 @@
 //! The binary is built by `interop/build.sh client-go` when it is missing or older than its
 //! sources; a failed build fails the tests (Go is part of the machine, not optional).
 
+mod interop;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,53 +28,9 @@ use serde_json::Value;
 /// How long any one wait may take before the test fails (generous: CI machines are shared).
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The client-go peer's binary, built once per test process when missing or stale.
+/// The client-go peer's binary (built when missing or stale).
 fn client_go() -> PathBuf {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(build)
-        .clone()
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn build() -> Result<PathBuf, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bin = root.join("interop/bin/client-go");
-    if !stale(&bin, &root.join("interop/client-go")) {
-        return Ok(bin);
-    }
-    let out = Command::new("bash")
-        .arg(root.join("interop/build.sh"))
-        .arg("client-go")
-        .output()
-        .map_err(|e| format!("interop/build.sh client-go could not run: {e}"))?;
-    if !out.status.success() || !bin.is_file() {
-        return Err(format!(
-            "interop/build.sh client-go failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(bin)
-}
-
-/// Whether `bin` is missing or older than a Go source or module file of `src`.
-fn stale(bin: &Path, src: &Path) -> bool {
-    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
-        return true;
-    };
-    let Ok(entries) = std::fs::read_dir(src) else {
-        return true;
-    };
-    entries.flatten().any(|e| {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        (name.ends_with(".go") || name == "go.mod" || name == "go.sum")
-            && e.metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t > built)
-    })
+    interop::binary("client-go")
 }
 
 /// What the peer's stderr has said so far.

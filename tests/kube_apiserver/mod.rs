@@ -23,33 +23,12 @@ use kube::api::{Api, ObjectMeta, PostParams};
 /// `(uid, resourceVersion)` by key: what a cache holds, and what a fresh list says.
 pub type Versions = BTreeMap<ObjectKey, (String, String)>;
 
-/// `interop/bin/apiserver`, or `$INFORMER_APISERVER`; built once per test process with
-/// `interop/build.sh apiserver` when missing.
-pub fn binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("INFORMER_APISERVER") {
-            return PathBuf::from(p);
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let bin = root.join("interop/bin/apiserver");
-        if !bin.exists() {
-            eprintln!(
-                "{} is missing: building it (interop/build.sh apiserver)",
-                bin.display()
-            );
-            let status = Command::new("bash")
-                .arg(root.join("interop/build.sh"))
-                .arg("apiserver")
-                .status()
-                .unwrap_or_else(|e| panic!("running interop/build.sh: {e} (is Go installed?)"));
-            assert!(
-                status.success(),
-                "interop/build.sh apiserver failed: {status}"
-            );
-        }
-        bin
-    })
+/// `interop/bin/apiserver` (built when missing or stale), or `$INFORMER_APISERVER`.
+pub fn binary() -> PathBuf {
+    match std::env::var_os("INFORMER_APISERVER") {
+        Some(p) => PathBuf::from(p),
+        None => crate::interop::binary("apiserver"),
+    }
 }
 
 /// A running etcd + kube-apiserver. Stopped with SIGTERM on drop; a server held in a `static`
@@ -89,7 +68,7 @@ impl KubeApiServer {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", binary().display()));
+            .unwrap_or_else(|e| panic!("starting the apiserver: {e}"));
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
