@@ -404,8 +404,10 @@ impl<L: ListerWatcher> Reflector<L> {
                     if rv == "0" && paginated {
                         self.paginated_result = true;
                     }
-                    self.store.replace(items, &served)?;
+                    // Counted before the store publishes, so that whoever sees the informer
+                    // synced also sees the list in the metrics.
                     self.set_listed(&served);
+                    self.store.replace(items, &served)?;
                     return Ok(State::Watch {
                         resource_version: self.last_rv.clone(),
                     });
@@ -571,9 +573,10 @@ impl<L: ListerWatcher> Reflector<L> {
                     }
                 });
             }
-            self.store.replace(state.into_values().collect(), &served)?;
+            // Counted before the store publishes (see `list`).
             self.set_listed(&served);
             ReflectorMetrics::inc(&self.metrics.watch_lists);
+            self.store.replace(state.into_values().collect(), &served)?;
             // The same watch goes on live: events that came after the bookmark in this chunk
             // first.
             let rest: Vec<WatchEvent> = events.collect();
