@@ -26,13 +26,13 @@ use kube::api::{
     Api, ApiResource as KubeResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch,
     PatchParams, PostParams,
 };
-use kube_apiserver::{KubeApiServer, Versions, diff, each, namespace, versions_of};
+use kube_apiserver::{
+    CONCURRENCY, KubeApiServer, Versions, delete_each, diff, each, namespace, replace_each,
+    versions_of,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use views::{Recorder, View};
-
-/// Requests in flight at once while writing objects.
-const CONCURRENCY: usize = 24;
 
 fn reflector() -> ReflectorConfig {
     ReflectorConfig::default().backoff(BackoffConfig {
@@ -258,16 +258,7 @@ async fn writes_converge<K: Fixture>(resource: ApiResource, objects: usize) {
         round += 1;
         // Update every third live object, then delete every seventh.
         let picked: Vec<K> = live.iter().step_by(3).cloned().collect();
-        let api2 = api.clone();
-        let updated = each(picked, CONCURRENCY, move |mut o| {
-            let api = api2.clone();
-            async move {
-                o.change(round);
-                let name = o.meta().name.clone().unwrap();
-                api.replace(&name, &PostParams::default(), &o).await
-            }
-        })
-        .await;
+        let updated = replace_each(&api, picked, move |o: &mut K| o.change(round)).await;
         for u in updated {
             if let Some(slot) = live.iter_mut().find(|o| o.meta().name == u.meta().name) {
                 *slot = u;
@@ -278,16 +269,11 @@ async fn writes_converge<K: Fixture>(resource: ApiResource, objects: usize) {
             .enumerate()
             .partition(|(i, _)| i % 7 == round % 7);
         live = kept.into_iter().map(|(_, o)| o).collect();
-        let api3 = api.clone();
-        each(gone, CONCURRENCY, move |(_, o)| {
-            let api = api3.clone();
-            async move {
-                api.delete(o.meta().name.as_deref().unwrap(), &DeleteParams::default())
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .await;
+        let gone = gone
+            .iter()
+            .map(|(_, o)| o.meta().name.clone().unwrap())
+            .collect();
+        delete_each(&api, gone).await;
     }
 
     let fresh = api.list(&ListParams::default()).await.unwrap();
@@ -407,14 +393,8 @@ async fn json_custom_resources_converge_with_the_server() {
     let mut live: Vec<DynamicObject> = create(200..1_000).await;
     for round in 1..=2 {
         let picked: Vec<DynamicObject> = live.iter().step_by(2).cloned().collect();
-        let api2 = api.clone();
-        let updated = each(picked, CONCURRENCY, move |mut o: DynamicObject| {
-            let api = api2.clone();
-            async move {
-                o.data["spec"]["round"] = round.into();
-                let name = o.metadata.name.clone().unwrap();
-                api.replace(&name, &PostParams::default(), &o).await
-            }
+        let updated = replace_each(&api, picked, move |o: &mut DynamicObject| {
+            o.data["spec"]["round"] = round.into();
         })
         .await;
         for u in updated {
@@ -428,16 +408,7 @@ async fn json_custom_resources_converge_with_the_server() {
         .step_by(5)
         .map(|o| o.metadata.name.clone().unwrap())
         .collect();
-    let api3 = api.clone();
-    each(gone, CONCURRENCY, move |name: String| {
-        let api = api3.clone();
-        async move {
-            api.delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ())
-        }
-    })
-    .await;
+    delete_each(&api, gone).await;
     let fresh = api.list(&ListParams::default()).await.unwrap();
     let expected = versions_of(fresh.items.iter().map(|o| &o.metadata));
     assert_eq!(expected.len(), 1_000 - 800 / 5);
@@ -639,23 +610,8 @@ async fn streaming_list(server: &KubeApiServer, gate_on: bool) {
     // Live changes after the initial state.
     let created = configmaps(&client, &ns, 300..400).await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    each(
-        created.into_iter().step_by(2).collect(),
-        CONCURRENCY,
-        move |mut o: ConfigMap| {
-            let api = api.clone();
-            async move {
-                o.change(1);
-                api.replace(
-                    &o.metadata.name.clone().unwrap(),
-                    &PostParams::default(),
-                    &o,
-                )
-                .await
-            }
-        },
-    )
-    .await;
+    let picked = created.into_iter().step_by(2).collect();
+    replace_each(&api, picked, |o: &mut ConfigMap| o.change(1)).await;
     let expected = fresh_configmaps(&client, &ns).await;
     assert_eq!(expected.len(), 400);
     assert_converged(&informer, &views, &expected, "watch-list").await;
@@ -710,34 +666,11 @@ async fn a_real_410_relists_with_tombstones_and_loses_nothing() {
         .take(50)
         .map(|o| o.metadata.name.clone().unwrap())
         .collect();
-    let a = api.clone();
-    each(deleted, CONCURRENCY, move |name: String| {
-        let api = a.clone();
-        async move {
-            api.delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ())
-        }
-    })
-    .await;
+    delete_each(&api, deleted).await;
     configmaps(&client, &ns, 1_000..1_050).await;
-    let a = api.clone();
-    each(
-        initial[50..100].to_vec(),
-        CONCURRENCY,
-        move |mut o: ConfigMap| {
-            let api = a.clone();
-            async move {
-                o.change(1);
-                api.replace(
-                    &o.metadata.name.clone().unwrap(),
-                    &PostParams::default(),
-                    &o,
-                )
-                .await
-            }
-        },
-    )
+    replace_each(&api, initial[50..100].to_vec(), |o: &mut ConfigMap| {
+        o.change(1)
+    })
     .await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while watch_error(&client, &ns, synced_rv).await != Some(410) {
@@ -905,26 +838,16 @@ async fn label_field_and_namespace_selectors_are_evaluated_by_the_server() {
     for ns in [&ns_a, &ns_b] {
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let list = api.list(&ListParams::default()).await.unwrap().items;
-        let a = api.clone();
-        each(
-            list.into_iter().step_by(4).collect(),
-            CONCURRENCY,
-            move |mut p: Pod| {
-                let api = a.clone();
-                async move {
-                    let labels = p.metadata.labels.get_or_insert_default();
-                    let app = labels["app"].clone();
-                    let moved = if app == "app-1" { "app-3" } else { "app-1" };
-                    labels.insert("app".into(), moved.into());
-                    api.replace(
-                        &p.metadata.name.clone().unwrap(),
-                        &PostParams::default(),
-                        &p,
-                    )
-                    .await
-                }
-            },
-        )
+        let picked = list.into_iter().step_by(4).collect();
+        replace_each(&api, picked, |p: &mut Pod| {
+            let labels = p.metadata.labels.get_or_insert_default();
+            let moved = if labels["app"] == "app-1" {
+                "app-3"
+            } else {
+                "app-1"
+            };
+            labels.insert("app".into(), moved.into());
+        })
         .await;
     }
     for ((resource, l, f, ns), (informer, views)) in cases.iter().zip(&running) {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use informer::client::ClientOptions;
 use informer::object::ObjectKey;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 /// `(uid, resourceVersion)` by key: what a cache holds, and what a fresh list says.
 pub type Versions = BTreeMap<ObjectKey, (String, String)>;
@@ -273,3 +273,63 @@ pub fn diff(expected: &Versions, got: &Versions) -> Option<String> {
     lines.truncate(12);
     Some(lines.join("; "))
 }
+
+/// What [`replace_each`] and [`delete_each`] write: any typed or dynamic resource.
+pub trait Written:
+    kube::Resource
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Written for K where
+    K: kube::Resource
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Applies `change` to each object and writes it back (PUT, optimistic concurrency on the
+/// object's resourceVersion), `CONCURRENCY` at a time; the objects as the server answered.
+pub async fn replace_each<K, F>(api: &Api<K>, objects: Vec<K>, change: F) -> Vec<K>
+where
+    K: Written,
+    F: Fn(&mut K) + Clone + Send + Sync + 'static,
+{
+    let api = api.clone();
+    each(objects, CONCURRENCY, move |mut o: K| {
+        let (api, change) = (api.clone(), change.clone());
+        async move {
+            change(&mut o);
+            let name = o.meta().name.clone().unwrap();
+            api.replace(&name, &PostParams::default(), &o).await
+        }
+    })
+    .await
+}
+
+/// Deletes the objects named, `CONCURRENCY` at a time.
+pub async fn delete_each<K>(api: &Api<K>, names: Vec<String>)
+where
+    K: Written,
+{
+    let api = api.clone();
+    each(names, CONCURRENCY, move |name: String| {
+        let api = api.clone();
+        async move { api.delete(&name, &DeleteParams::default()).await.map(drop) }
+    })
+    .await;
+}
+
+/// Requests in flight at once while writing objects.
+pub const CONCURRENCY: usize = 24;
