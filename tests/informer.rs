@@ -672,3 +672,20 @@ proptest::proptest! {
         }
     }
 }
+
+/// Once synced, the store reflects the list's resourceVersion: the processing thread can
+/// apply a whole (small) list before the reflector records the list's version, so the version
+/// must come with the list itself. Many short-lived informers make that interleaving likely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synced_store_reflects_the_list_resource_version() {
+    let sim = SimServer::new(sim_config(20, 3)).unwrap();
+    let listed = sim.resource_version();
+    for i in 0..200 {
+        let informer = Informer::new(sim.clone(), InformerConfig::default());
+        informer.start(&tokio::runtime::Handle::current());
+        assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+        let rv = informer.store().resource_version();
+        tokio::task::block_in_place(|| informer.shutdown());
+        assert_eq!(rv, listed, "round {i}: synced at resourceVersion {rv}");
+    }
+}

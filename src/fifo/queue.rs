@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
 use super::error::{PopError, TryPopError};
 use super::known::KnownObjects;
-use crate::object::{Object, ObjectKey};
+use crate::object::{Object, ObjectKey, parse_resource_version};
 use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
 
 /// A transform applied to every object entering the queue from the producer (`add`, `update`,
@@ -67,6 +67,9 @@ struct Inner {
     closed: bool,
     /// Threads waiting in `pop_batch`.
     blocked_poppers: usize,
+    /// The resourceVersion of the newest `replace` (0 before the first, or when it is not a
+    /// number), handed to every batch taken after it.
+    replaced_rv: u64,
 }
 
 struct InFlight {
@@ -126,6 +129,7 @@ impl Builder {
                     populated: false,
                     closed: false,
                     blocked_poppers: 0,
+                    replaced_rv: 0,
                 }),
                 cond: Condvar::new(),
                 notify: Notify::new(),
@@ -201,10 +205,12 @@ impl DeltaFifo {
     /// The first call marks the queue populated: it [`has_synced`](Self::has_synced) once
     /// every key queued at the end of this call has been popped and its batch completed.
     ///
-    /// `resource_version` is the list's version; like upstream the queue does not use it (the
-    /// reflector tracks versions).
+    /// `resource_version` is the list's version. The queue does not order by it (the reflector
+    /// tracks versions); it hands it to every batch taken from now on
+    /// ([`Batch::list_resource_version`]), so that the consumer that applies the last of the
+    /// list knows the version its store then reflects (client-go's AtomicFIFO keeps the same
+    /// for `LastStoreSyncResourceVersion`).
     pub fn replace(&self, list: Vec<Arc<Object>>, resource_version: &str) {
-        let _ = resource_version;
         // Transform and key outside the lock: producers never hold it longer than needed.
         let list: Vec<(ObjectKey, Arc<Object>)> = list
             .into_iter()
@@ -216,6 +222,8 @@ impl DeltaFifo {
         let listed: HashSet<ObjectKey> = list.iter().map(|(k, _)| k.clone()).collect();
 
         let mut inner = self.lock();
+        // Recorded under the lock before any item can be popped.
+        inner.replaced_rv = parse_resource_version(resource_version).unwrap_or(0);
         let mut wake = false;
         for (key, obj) in list {
             wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Replaced, obj));
@@ -521,6 +529,7 @@ impl DeltaFifo {
             id,
             initial,
             tracked: track,
+            list_rv: inner.replaced_rv,
         }
     }
 }
@@ -604,12 +613,21 @@ pub struct Batch {
     id: u64,
     initial: usize,
     tracked: bool,
+    list_rv: u64,
 }
 
 impl Batch {
     /// The popped keys with their deltas, in pop order.
     pub fn items(&self) -> &[KeyDeltas] {
         &self.items
+    }
+
+    /// The resourceVersion of the newest [`DeltaFifo::replace`] queued before this batch was
+    /// taken (0 before the first list, or when its version is not a number). Once this batch
+    /// is applied and the queue is empty, a store fed by the queue reflects at least this
+    /// version.
+    pub fn list_resource_version(&self) -> u64 {
+        self.list_rv
     }
 
     /// Completes the batch (same as dropping it).

@@ -152,8 +152,13 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
     // that write would wait for this thread, then copy the store.
     drop(before);
     // The store's resourceVersion may only advance to what the reflector handed over once
-    // nothing older is still queued: read it first, then check the queue.
-    let seen = shared.seen_rv.load(Ordering::SeqCst);
+    // nothing older is still queued: read it first, then check the queue. A list's version
+    // comes with the batch too: the reflector records it only after queueing the list, and
+    // this thread may apply the whole list before that.
+    let seen = shared
+        .seen_rv
+        .load(Ordering::SeqCst)
+        .max(batch.list_resource_version());
     let rv = if shared.fifo.is_empty() {
         seen.max(writer.resource_version())
     } else {
