@@ -103,6 +103,22 @@ pub enum ReflectorError {
     WatchStreamFailed(#[source] ApiError),
 }
 
+impl ReflectorError {
+    /// The server's `Status` behind this error, when the server answered with one.
+    pub fn status(&self) -> Option<&ApiStatus> {
+        match self {
+            ReflectorError::ListFailed { source, .. }
+            | ReflectorError::WatchListFailed { source, .. }
+            | ReflectorError::WatchStartFailed { source, .. }
+            | ReflectorError::WatchStreamFailed(source) => source.status(),
+            ReflectorError::WatchErrorEvent(s) => Some(s),
+            ReflectorError::StaleList { .. }
+            | ReflectorError::WatchListIncomplete { .. }
+            | ReflectorError::VeryShortWatch { .. } => None,
+        }
+    }
+}
+
 /// Known `Status.reason` values: a status with one of these is judged by its reason only, any
 /// other by its HTTP code (`apimachinery/pkg/api/errors/errors.go`, `knownReasons`).
 const KNOWN_REASONS: &[&str] = &[

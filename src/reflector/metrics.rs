@@ -35,6 +35,9 @@ pub struct ReflectorMetrics {
     pub watch_bytes: AtomicU64,
     /// Errors reported to the error handler.
     pub errors: AtomicU64,
+    /// Of those, answers that said 410 Expired/Gone (an ERROR event, a failed watch or list
+    /// page): the resourceVersion or continue token asked for was compacted away.
+    pub expired: AtomicU64,
     /// Backoff waits started.
     pub backoffs: AtomicU64,
     /// Total length of the backoff waits started, jitter and `retryAfterSeconds` included, in
@@ -85,6 +88,8 @@ pub struct ReflectorStats {
     pub watch_bytes: u64,
     /// Errors reported to the error handler.
     pub errors: u64,
+    /// Of those, 410 Expired/Gone answers.
+    pub expired: u64,
     /// Backoff waits started.
     pub backoffs: u64,
     /// Total length of the backoff waits started, microseconds.
@@ -120,6 +125,7 @@ impl ReflectorMetrics {
             bookmarks: r(&self.bookmarks),
             watch_bytes: r(&self.watch_bytes),
             errors: r(&self.errors),
+            expired: r(&self.expired),
             backoffs: r(&self.backoffs),
             backoff_wait_us: r(&self.backoff_wait_us),
             retry_after_extra_us: r(&self.retry_after_extra_us),

@@ -15,8 +15,8 @@ use crate::object::{
 use super::backoff::Backoff;
 use super::config::ReflectorConfig;
 use super::error::{
-    ReflectorError, StoreClosed, is_too_many_requests, is_version_unavailable, is_watch_retriable,
-    retry_after,
+    ReflectorError, StoreClosed, is_expired, is_too_many_requests, is_version_unavailable,
+    is_watch_retriable, retry_after,
 };
 use super::lister_watcher::{ApiError, ListOptions, ListerWatcher, WatchOptions};
 use super::metrics::ReflectorMetrics;
@@ -284,6 +284,9 @@ impl<L: ListerWatcher> Reflector<L> {
 
     fn report(&self, err: &ReflectorError) {
         ReflectorMetrics::inc(&self.metrics.errors);
+        if err.status().is_some_and(is_expired) {
+            ReflectorMetrics::inc(&self.metrics.expired);
+        }
         if let Some(h) = &self.error_handler {
             h(err);
         }
