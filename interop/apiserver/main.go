@@ -45,6 +45,15 @@ import (
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
 
+// reserved are the kube-apiserver flags this program sets itself: --apiserver-arg may not
+// override them (the readiness probe, the kubeconfig and etcd depend on them).
+var reserved = []string{
+	"bind-address", "advertise-address", "secure-port", "cert-dir", "tls-cert-file",
+	"tls-private-key-file", "client-ca-file", "etcd-servers", "service-account-key-file",
+	"service-account-signing-key-file", "service-account-issuer", "authorization-mode",
+	"etcd-compaction-interval", "watch-cache", "feature-gates",
+}
+
 type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, " ") }
@@ -91,22 +100,38 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 	if err != nil {
 		return err
 	}
+	for _, a := range extra {
+		name := strings.SplitN(strings.TrimLeft(a, "-"), "=", 2)[0]
+		for _, r := range reserved {
+			if name == r {
+				return fmt.Errorf("--apiserver-arg=%s: --%s is set by this program (see -h for its own flags)", a, r)
+			}
+		}
+	}
+	// One server per directory: a second one would overwrite the first one's certificates.
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%s is in use by another apiserver (%v)", dir, err)
+	}
 
 	creds, err := writeCredentials(dir)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
 
-	etcd, etcdURL, err := startEtcd(filepath.Join(dir, "etcd"))
-	if err != nil {
-		return fmt.Errorf("etcd: %w", err)
-	}
-	defer etcd.Close()
-
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
+	etcdClient, err := freePort()
+	if err != nil {
+		return err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	args := []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -154,11 +179,24 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 		return fmt.Errorf("kube-apiserver options: %v", errors.Join(errs...))
 	}
 
+	// etcd starts once the apiserver's flags are known to be good.
+	etcd, err := startEtcd(ctx, filepath.Join(dir, "etcd"), etcdClient)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	defer etcd.Close()
+
 	serverURL := fmt.Sprintf("https://127.0.0.1:%d", port)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, completed) }()
 
 	if err := waitReady(ctx, serverURL, creds, readyTimeout, done); err != nil {
+		// Let the apiserver stop before its directory goes.
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+		}
 		return err
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -189,14 +227,12 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 	return nil
 }
 
-func startEtcd(dir string) (*embed.Etcd, string, error) {
-	clientPort, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
+// startEtcd starts an embedded etcd on 127.0.0.1:clientPort with its data in dir, and waits
+// until it serves (at most 60 s, or until ctx is done).
+func startEtcd(ctx context.Context, dir string, clientPort int) (*embed.Etcd, error) {
 	peerPort, err := freePort()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
@@ -214,15 +250,18 @@ func startEtcd(dir string) (*embed.Etcd, string, error) {
 	cfg.UnsafeNoFsync = true
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	select {
 	case <-e.Server.ReadyNotify():
+		return e, nil
+	case <-ctx.Done():
+		e.Close()
+		return nil, errors.New("signalled while etcd was starting")
 	case <-time.After(60 * time.Second):
 		e.Close()
-		return nil, "", errors.New("not ready within 60 s")
+		return nil, errors.New("not ready within 60 s")
 	}
-	return e, clientURL.String(), nil
 }
 
 func freePort() (int, error) {
