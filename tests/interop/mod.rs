@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// `interop/bin/<name>` (e.g. `apiserver`, `client-go`), built once per process when missing
 /// or stale.
@@ -17,12 +17,15 @@ use std::sync::{Mutex, OnceLock};
 /// When `interop/build.sh` cannot run or fails (its output is in the message).
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, Result<PathBuf, String>>>> = OnceLock::new();
-    let mut built = BUILT.get_or_init(Mutex::default).lock().unwrap();
-    built
+    let built = BUILT
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
         .entry(name.to_owned())
         .or_insert_with(|| build(name))
-        .clone()
-        .unwrap_or_else(|e| panic!("{e}"))
+        .clone();
+    // Panicked on after the lock is released: every caller then sees the build's own error.
+    built.unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn build(name: &str) -> Result<PathBuf, String> {

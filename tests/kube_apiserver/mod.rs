@@ -55,13 +55,16 @@ impl KubeApiServer {
     /// (the panic message holds the end of its log).
     pub fn start(flags: &[&str]) -> KubeApiServer {
         static N: AtomicU32 = AtomicU32::new(0);
-        let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        let bin = binary();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        remove_stale_logs(dir);
+        let log = dir.join(format!(
             "informer-apiserver-{}-{}.log",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         ));
         let stderr = std::fs::File::create(&log).unwrap();
-        let mut child = Command::new(binary())
+        let mut child = Command::new(bin)
             .arg("--stop-on-stdin-eof")
             .args(flags)
             .stdin(Stdio::piped())
@@ -165,6 +168,28 @@ impl Drop for KubeApiServer {
         }
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// Removes the logs of servers whose test process has ended (a server held in a `static` is
+/// never dropped, so its log stays behind).
+fn remove_stale_logs(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("informer-apiserver-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
