@@ -10,28 +10,20 @@ mod views;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use informer::client::{ApiResource, HttpListerWatcher, HttpWatchBody};
+use informer::client::{ApiResource, HttpListerWatcher};
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Encoding;
-use informer::reflector::{
-    ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
-    WatchResponse,
-};
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kube::api::{
-    Api, ApiResource as KubeResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch,
-    PatchParams, PostParams,
-};
+use informer::reflector::{BackoffConfig, ListerWatcher, ReflectorConfig};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube_apiserver::fixtures::{Fixture, labelled_pod, widget_crd};
+use kube_apiserver::gate::Gate;
+use kube_apiserver::workloads::{add_pod, deployment_family, expected_statuses, set_ready};
 use kube_apiserver::{
     CONCURRENCY, KubeApiServer, Versions, delete_each, diff, each, namespace, replace_each,
     versions_of,
 };
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use views::{Recorder, View};
 
 fn reflector() -> ReflectorConfig {
@@ -123,102 +115,6 @@ async fn assert_converged<L: ListerWatcher>(
         };
         assert!(violations.is_empty(), "{what}: handler {i}: {violations:?}");
         assert_eq!(diff(expected, &objects), None, "{what}: handler {i}'s view");
-    }
-}
-
-/// What a typed resource needs for the write-and-converge test.
-trait Fixture:
-    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + Serialize
-    + DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-    /// Object `i` (named `o-<i>`).
-    fn make(i: usize) -> Self;
-    /// A change that bumps its resourceVersion.
-    fn change(&mut self, round: usize);
-}
-
-fn meta(i: usize) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(format!("o-{i}")),
-        labels: Some([("app".to_owned(), format!("app-{}", i % 7))].into()),
-        ..Default::default()
-    }
-}
-
-fn container() -> Container {
-    Container {
-        name: "main".into(),
-        image: Some("registry.k8s.io/pause:3.10".into()),
-        ..Default::default()
-    }
-}
-
-impl Fixture for ConfigMap {
-    fn make(i: usize) -> Self {
-        ConfigMap {
-            metadata: meta(i),
-            data: Some([("i".to_owned(), i.to_string())].into()),
-            ..Default::default()
-        }
-    }
-    fn change(&mut self, round: usize) {
-        self.data = Some([("round".to_owned(), round.to_string())].into());
-    }
-}
-
-impl Fixture for Pod {
-    fn make(i: usize) -> Self {
-        Pod {
-            metadata: meta(i),
-            spec: Some(PodSpec {
-                containers: vec![container()],
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-    fn change(&mut self, round: usize) {
-        self.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("round".into(), round.to_string());
-    }
-}
-
-impl Fixture for Deployment {
-    fn make(i: usize) -> Self {
-        let labels = [("app".to_owned(), format!("d-{i}"))].into();
-        Deployment {
-            metadata: meta(i),
-            spec: DeploymentSpec {
-                replicas: Some(1),
-                selector: LabelSelector {
-                    match_labels: Some(labels),
-                    ..Default::default()
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some([("app".to_owned(), format!("d-{i}"))].into()),
-                        ..Default::default()
-                    }),
-                    spec: Some(PodSpec {
-                        containers: vec![container()],
-                        ..Default::default()
-                    }),
-                },
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-    fn change(&mut self, round: usize) {
-        self.spec.replicas = Some(2 + round as i32);
     }
 }
 
@@ -316,46 +212,6 @@ async fn protobuf_deployments_converge_with_the_server() {
     .await;
 }
 
-/// Creates the `widgets.example.com` CRD (namespaced, schemaless spec) and waits until the
-/// server serves it.
-async fn widget_crd(client: &kube::Client) -> KubeResource {
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                }}}
-            }]
-        }
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("creating the CRD: {e}"),
-    }
-    let ar = KubeResource::from_gvk_with_plural(
-        &kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget"),
-        "widgets",
-    );
-    let widgets: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    for _ in 0..300 {
-        if widgets.list(&ListParams::default().limit(1)).await.is_ok() {
-            return ar;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("widgets.example.com not served within 30 s");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_custom_resources_converge_with_the_server() {
     let server = KubeApiServer::shared();
@@ -411,96 +267,6 @@ async fn json_custom_resources_converge_with_the_server() {
     assert!(snap.iter().all(|(_, o)| o.encoding() == Encoding::Json));
     assert_eq!(informer.reflector_metrics().unwrap().snapshot().relists, 0);
     tokio::task::block_in_place(|| informer.shutdown());
-}
-
-/// Announces a paused request (first) and resumes it (second).
-type Pause = (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::sync::oneshot::Receiver<()>,
-);
-
-/// A [`ListerWatcher`] around the HTTP one that a test can cut off: while `blocked`, requests
-/// fail as refused connections and open watch streams end as reset (the API server looks
-/// down to the reflector). Every list request's options are recorded.
-#[derive(Clone)]
-struct Gate {
-    inner: HttpListerWatcher,
-    blocked: tokio::sync::watch::Sender<bool>,
-    lists: Arc<Mutex<Vec<ListOptions>>>,
-    /// When set, the first request for a second page waits here (the test compacts etcd
-    /// meanwhile) after announcing itself on `paused`.
-    pause_second_page: Arc<Mutex<Option<Pause>>>,
-}
-
-impl Gate {
-    fn new(inner: HttpListerWatcher) -> Self {
-        Gate {
-            inner,
-            blocked: tokio::sync::watch::Sender::new(false),
-            lists: Arc::default(),
-            pause_second_page: Arc::default(),
-        }
-    }
-
-    fn block(&self, on: bool) {
-        self.blocked.send_replace(on);
-    }
-
-    fn refused(&self) -> Option<ApiError> {
-        (*self.blocked.borrow()).then(|| ApiError::connection_refused("gate closed by the test"))
-    }
-}
-
-struct GateBody {
-    inner: HttpWatchBody,
-    blocked: tokio::sync::watch::Receiver<bool>,
-}
-
-impl Body for GateBody {
-    async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
-        if *self.blocked.borrow() {
-            return Some(Err(ApiError::connection_reset("gate closed by the test")));
-        }
-        tokio::select! {
-            chunk = self.inner.next_chunk() => chunk,
-            _ = self.blocked.wait_for(|b| *b) => {
-                Some(Err(ApiError::connection_reset("gate closed by the test")))
-            }
-        }
-    }
-}
-
-impl ListerWatcher for Gate {
-    type Body = GateBody;
-
-    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
-        self.lists.lock().unwrap().push(opts.clone());
-        if let Some(e) = self.refused() {
-            return Err(e);
-        }
-        if opts.continue_token.is_some() {
-            let pause = self.pause_second_page.lock().unwrap().take();
-            if let Some((paused, resume)) = pause {
-                let _ = paused.send(());
-                let _ = resume.await;
-            }
-        }
-        self.inner.list(opts).await
-    }
-
-    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<GateBody>, ApiError> {
-        if let Some(e) = self.refused() {
-            return Err(e);
-        }
-        let w = self.inner.watch(opts).await?;
-        Ok(WatchResponse {
-            format: w.format,
-            body: GateBody {
-                inner: w.body,
-                blocked: self.blocked.subscribe(),
-            },
-        })
-    }
 }
 
 /// Creates `n` ConfigMaps `o-<from>`.. in `ns`; returns them as the server answered.
@@ -777,18 +543,6 @@ async fn pagination_of_10_000_objects_and_an_expired_continue_token() {
     tokio::task::block_in_place(|| informer.shutdown());
 }
 
-/// Pod `i` with `app=app-<i % 7>`, `tier=<t>`, and `spec.nodeName=node-<i % 3>` (set at
-/// creation: no scheduler runs).
-fn labelled_pod(i: usize, tier: &str) -> Pod {
-    let mut p = Pod::make(i);
-    p.metadata
-        .labels
-        .get_or_insert_default()
-        .insert("tier".into(), tier.into());
-    p.spec.as_mut().unwrap().node_name = Some(format!("node-{}", i % 3));
-    p
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_field_and_namespace_selectors_are_evaluated_by_the_server() {
     let server = KubeApiServer::shared();
@@ -958,141 +712,6 @@ fn controller_example() -> std::path::PathBuf {
         bin.display()
     );
     bin
-}
-
-/// An owner reference to `o` (of `kind` in `apps/v1`), as the controller that made it sets.
-fn controlled_by(kind: &str, o: &ObjectMeta) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: kind.into(),
-        name: o.name.clone().unwrap(),
-        uid: o.uid.clone().unwrap(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
-/// Deployment `d-<i>` with `replicas`, its ReplicaSet `d-<i>-h<i>` and `replicas` Pods
-/// (`ready` of them Ready), made as the deployment and replicaset controllers would.
-async fn deployment_family(client: &kube::Client, ns: &str, i: usize, replicas: i32, ready: usize) {
-    let (deployments, sets, pods): (Api<Deployment>, Api<ReplicaSet>, Api<Pod>) = (
-        Api::namespaced(client.clone(), ns),
-        Api::namespaced(client.clone(), ns),
-        Api::namespaced(client.clone(), ns),
-    );
-    let mut d = Deployment::make(i);
-    d.metadata.name = Some(format!("d-{i}"));
-    d.spec.replicas = Some(replicas);
-    let d = deployments
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    let hash = format!("h{i}");
-    let mut labels = d.spec.template.metadata.clone().unwrap().labels.unwrap();
-    labels.insert("pod-template-hash".into(), hash.clone());
-    let rs = ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(format!("d-{i}-{hash}")),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![controlled_by("Deployment", &d.metadata)]),
-            ..Default::default()
-        },
-        spec: ReplicaSetSpec {
-            replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..Default::default()
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels.clone()),
-                    ..Default::default()
-                }),
-                spec: d.spec.template.spec.clone(),
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let rs = sets.create(&PostParams::default(), &rs).await.unwrap();
-    for k in 0..replicas as usize {
-        add_pod(&pods, &rs, k, k < ready).await;
-    }
-}
-
-/// Pod `<rs>-<k>` owned by `rs`, made Ready through the status subresource when `ready`.
-async fn add_pod(pods: &Api<Pod>, rs: &ReplicaSet, k: usize, ready: bool) {
-    let name = format!("{}-{k}", rs.metadata.name.as_deref().unwrap());
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: rs.metadata.labels.clone(),
-            owner_references: Some(vec![controlled_by("ReplicaSet", &rs.metadata)]),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![container()],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    if ready {
-        set_ready(pods, &name, true).await;
-    }
-}
-
-async fn set_ready(pods: &Api<Pod>, name: &str, ready: bool) {
-    let status = if ready { "True" } else { "False" };
-    let patch =
-        serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-}
-
-/// What the controller must report for every Deployment of `ns`, computed from the server's
-/// objects: desired replicas, the Pods a ReplicaSet of it controls, and the Ready ones.
-async fn expected_statuses(client: &kube::Client, ns: &str) -> serde_json::Value {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pods = pods.list(&ListParams::default()).await.unwrap().items;
-    let mut out = serde_json::Map::new();
-    for d in deployments
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
-        let name = d.metadata.name.clone().unwrap();
-        let owned: Vec<&Pod> = pods
-            .iter()
-            .filter(|p| {
-                let hash = p.metadata.labels.as_ref().and_then(|l| l.get("pod-template-hash"));
-                let owner = p.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-                matches!((hash, owner), (Some(h), Some(o)) if o.kind == "ReplicaSet" && o.name == format!("{name}-{h}"))
-            })
-            .collect();
-        let ready = owned
-            .iter()
-            .filter(|p| {
-                p.status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter().flatten())
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-            .count();
-        out.insert(
-            format!("{ns}/{name}"),
-            serde_json::json!({
-                "generation": d.metadata.generation.unwrap(),
-                "desired": d.spec.replicas.unwrap(),
-                "pods": owned.len(),
-                "ready": ready,
-            }),
-        );
-    }
-    serde_json::Value::Object(out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

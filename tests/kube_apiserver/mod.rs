@@ -7,6 +7,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fixtures;
+pub mod gate;
+pub mod workloads;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
