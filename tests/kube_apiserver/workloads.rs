@@ -97,6 +97,7 @@ pub async fn add_pod(pods: &Api<Pod>, rs: &ReplicaSet, k: usize, ready: bool) {
     }
 }
 
+/// Sets the Pod's `Ready` condition through the status subresource (as a kubelet would).
 pub async fn set_ready(pods: &Api<Pod>, name: &str, ready: bool) {
     let status = if ready { "True" } else { "False" };
     let patch =
