@@ -350,7 +350,7 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
             let informer = Informer::new(lw, InformerConfig::default());
             let last = Finish::new();
             informer
-                .add_event_handler_with_options(
+                .add_event_handler(
                     Seen {
                         finish: last.clone(),
                         typed,
@@ -423,7 +423,7 @@ fn bytes_per_event(env: &Env) {
                 let informer = Informer::new(lw, InformerConfig::default());
                 let last = Finish::new();
                 informer
-                    .add_event_handler_with_options(
+                    .add_event_handler(
                         Seen {
                             finish: last.clone(),
                             typed: false,
@@ -593,7 +593,7 @@ fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usi
                 .map(|i| {
                     let last = Finish::new();
                     informer
-                        .add_event_handler_with_options(
+                        .add_event_handler(
                             Seen {
                                 finish: last.clone(),
                                 typed: false,

@@ -318,13 +318,9 @@ where
             return Err("interrupted before the caches synced".into());
         }
     };
-    if let Some((gvr, _)) = synced.iter().find(|(_, ok)| !**ok) {
+    if let Err(e) = synced {
         tokio::task::block_in_place(|| factory.shutdown());
-        return Err(format!(
-            "cache of {gvr} did not sync within {:.0} s",
-            timeout.as_secs_f64()
-        )
-        .into());
+        return Err(format!("within {:.0} s: {e}", timeout.as_secs_f64()).into());
     }
     println!(
         "caches synced in {:.2} s: {} deployments, {} pods; starting {} workers",

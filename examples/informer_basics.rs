@@ -44,11 +44,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with_delete(move |_| {
                 d.fetch_add(1, Ordering::Relaxed);
             }),
+        informer::HandlerOptions::new(),
     )?;
     informer.start(&tokio::runtime::Handle::current());
-    if !informer.wait_for_cache_sync(Duration::from_secs(30)).await {
-        return Err("cache did not sync".into());
-    }
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await?;
 
     // 10 000 changes on the server; wait until the store reflects the last one.
     let rv = sim.flood(10_000).await?;

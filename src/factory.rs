@@ -24,7 +24,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::runtime::Handle;
 
-use crate::informer::{Informer, InformerConfig, TypedLister};
+use crate::distributor::AddListenerError;
+use crate::informer::{
+    CacheSyncError, EventStream, HandlerOptions, Informer, InformerConfig, TypedLister,
+};
 use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 
 /// Group, version and resource (plural, lower case) naming a REST resource, e.g.
@@ -70,10 +73,12 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for k8s_pb::NamespaceResourceScope {}
     impl Sealed for k8s_pb::ClusterResourceScope {}
+    impl Sealed for k8s_openapi::NamespaceResourceScope {}
+    impl Sealed for k8s_openapi::ClusterResourceScope {}
 }
 
-/// Whether a k8s-pb scope is namespaced (implemented for the namespace and cluster scopes;
-/// subresources have no informers).
+/// Whether a k8s-pb or k8s-openapi scope is namespaced (implemented for the namespace and
+/// cluster scopes; subresources have no informers).
 pub trait Scope: sealed::Sealed {
     /// `true` for namespaced resources.
     const NAMESPACED: bool;
@@ -84,6 +89,14 @@ impl Scope for k8s_pb::NamespaceResourceScope {
 }
 
 impl Scope for k8s_pb::ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+impl Scope for k8s_openapi::NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scope for k8s_openapi::ClusterResourceScope {
     const NAMESPACED: bool = false;
 }
 
@@ -176,6 +189,14 @@ pub struct Filtered<L> {
 }
 
 impl<L> Filtered<L> {
+    /// `inner` with no selectors and no hook (what a standalone typed informer wraps).
+    pub fn unfiltered(inner: L) -> Self {
+        Filtered {
+            inner,
+            filters: Filters::default(),
+        }
+    }
+
     /// The wrapped lister-watcher.
     pub fn inner(&self) -> &L {
         &self.inner
@@ -206,9 +227,24 @@ impl<L: ListerWatcher> ListerWatcher for Filtered<L> {
         self.filters.apply(RequestOptions::Watch(&mut opts));
         self.inner.watch(&opts).await
     }
+
+    fn describe(&self) -> String {
+        let mut d = self.inner.describe();
+        if let Some(l) = &self.filters.label_selector {
+            d.push_str(&format!(" labelSelector={l}"));
+        }
+        if let Some(f) = &self.filters.field_selector {
+            d.push_str(&format!(" fieldSelector={f}"));
+        }
+        d
+    }
 }
 
-/// An informer and its typed lister for kind `K` (the seeds' `DeploymentInformer`).
+/// An informer and its typed lister for kind `K` (client-go's generated `DeploymentInformer`):
+/// from a factory ([`SharedInformerFactory::informer`] for k8s-pb kinds,
+/// [`SharedInformerFactory::serde_informer`] for k8s-openapi and `CustomResource` kinds), or
+/// alone from a `kube::Api<K>` ([`TypedInformer::from_api`]). Derefs to the [`Informer`]
+/// (handlers, start, sync, shutdown).
 pub struct TypedInformer<K, L: ListerWatcher> {
     informer: Arc<Informer<Filtered<L>>>,
     lister: TypedLister<K>,
@@ -232,7 +268,11 @@ impl<K, L: ListerWatcher> fmt::Debug for TypedInformer<K, L> {
     }
 }
 
-impl<K: Resource, L: ListerWatcher> TypedInformer<K, L> {
+impl<K: Send + Sync + 'static, L: ListerWatcher> TypedInformer<K, L> {
+    pub(crate) fn from_parts(informer: Arc<Informer<Filtered<L>>>, lister: TypedLister<K>) -> Self {
+        TypedInformer { informer, lister }
+    }
+
     /// The shared (dynamic) informer: handlers, store, sync.
     pub fn informer(&self) -> &Arc<Informer<Filtered<L>>> {
         &self.informer
@@ -241,6 +281,23 @@ impl<K: Resource, L: ListerWatcher> TypedInformer<K, L> {
     /// Typed reads, decoded once per object version and shared by every caller of this kind.
     pub fn lister(&self) -> TypedLister<K> {
         self.lister.clone()
+    }
+
+    /// The informer's changes as typed events with errors (kube-runtime `watcher` shape):
+    /// [`Informer::events`] with this informer's lister.
+    ///
+    /// # Errors
+    /// As [`Informer::add_stream`].
+    pub fn events(&self, options: HandlerOptions) -> Result<EventStream<K>, AddListenerError> {
+        self.informer.events(self.lister.clone(), options)
+    }
+}
+
+impl<K, L: ListerWatcher> std::ops::Deref for TypedInformer<K, L> {
+    type Target = Informer<Filtered<L>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.informer
     }
 }
 
@@ -388,8 +445,12 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
                 inner: (self.make)(gvr, ns),
                 filters: self.filters.clone(),
             };
+            let mut config = self.config.clone();
+            if config.name.is_none() {
+                config.name = Some(lw.describe());
+            }
             Slot {
-                informer: Arc::new(Informer::new(lw, self.config.clone())),
+                informer: Arc::new(Informer::new(lw, config)),
                 typed: None,
             }
         })
@@ -412,9 +473,39 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// The shared informer of kind `K` with its typed lister (client-go
     /// `factory.Apps().V1().Deployments()`).
     pub fn informer<K: Resource>(&self) -> TypedInformer<K, L> {
-        let gvr = GroupVersionResource::of::<K>();
+        self.typed(
+            &GroupVersionResource::of::<K>(),
+            K::NAMESPACED,
+            TypedLister::<K>::new,
+        )
+    }
+
+    /// The shared informer of a serde kind `K` (a k8s-openapi kind, a `#[derive(CustomResource)]`
+    /// struct), its group, version, plural and scope taken from `K`'s `kube::Resource`, with a
+    /// typed lister that deserializes JSON objects. Its lister-watcher must ask for JSON: the
+    /// factories of [`SharedInformerFactory::from_client`] do; over protobuf objects reads
+    /// fail with [`DecodeError::NotJson`](crate::object::DecodeError::NotJson).
+    pub fn serde_informer<K>(&self) -> TypedInformer<K, L>
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Send + Sync + 'static,
+        K::Scope: Scope,
+    {
+        let gvr = GroupVersionResource::new(&K::group(&()), &K::version(&()), &K::plural(&()));
+        self.typed(
+            &gvr,
+            <K::Scope as Scope>::NAMESPACED,
+            TypedLister::<K>::serde,
+        )
+    }
+
+    fn typed<K: Send + Sync + 'static>(
+        &self,
+        gvr: &GroupVersionResource,
+        namespaced: bool,
+        make: fn(crate::informer::Lister) -> TypedLister<K>,
+    ) -> TypedInformer<K, L> {
         let mut state = self.state();
-        let slot = self.slot(&mut state, &gvr, K::NAMESPACED);
+        let slot = self.slot(&mut state, gvr, namespaced);
         let informer = slot.informer.clone();
         let lister = match slot
             .typed
@@ -423,7 +514,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
         {
             Some(l) => l.clone(),
             None => {
-                let l = TypedLister::<K>::new(informer.lister());
+                let l = make(informer.lister());
                 slot.typed = Some(Box::new(l.clone()));
                 l
             }
@@ -455,38 +546,51 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
             .collect()
     }
 
-    /// Waits until every started informer has synced, up to `timeout` in all (tokio's clock);
-    /// returns each one's result (client-go `WaitForCacheSync`). No polling. Under paused
-    /// tokio time see [`Informer::wait_for_cache_sync`] (`# Paused time`).
+    /// Waits until every started informer has synced, up to `timeout` in all (tokio's clock)
+    /// (client-go `WaitForCacheSync`). No polling. Under paused tokio time see
+    /// [`Informer::wait_for_cache_sync`] (`# Paused time`).
+    ///
+    /// # Errors
+    /// [`CacheSyncError`] naming every informer that had not synced (by
+    /// [`Informer::name`]: its resource and selectors unless configured).
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
-    pub async fn wait_for_cache_sync(
-        &self,
-        timeout: Duration,
-    ) -> HashMap<GroupVersionResource, bool> {
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut out = HashMap::new();
-        for (gvr, informer) in self.started() {
+        let mut failed = Vec::new();
+        for (_, informer) in self.started() {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            out.insert(gvr, informer.wait_for_cache_sync(left).await);
+            if let Err(e) = informer.wait_for_cache_sync(left).await {
+                failed.push(e);
+            }
         }
-        out
+        merge(failed)
     }
 
     /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) for threads outside async code
     /// (std clock).
-    pub fn wait_for_cache_sync_blocking(
-        &self,
-        timeout: Duration,
-    ) -> HashMap<GroupVersionResource, bool> {
+    ///
+    /// # Errors
+    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let deadline = std::time::Instant::now() + timeout;
+        let failed = self
+            .started()
+            .into_iter()
+            .filter_map(|(_, informer)| {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                informer.wait_for_cache_sync_blocking(left).err()
+            })
+            .collect();
+        merge(failed)
+    }
+
+    /// The resources of the started informers, each with whether it has synced.
+    pub fn sync_status(&self) -> HashMap<GroupVersionResource, bool> {
         self.started()
             .into_iter()
-            .map(|(gvr, informer)| {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                (gvr, informer.wait_for_cache_sync_blocking(left))
-            })
+            .map(|(gvr, i)| (gvr, i.has_synced()))
             .collect()
     }
 
@@ -509,6 +613,18 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
             i.shutdown();
         }
     }
+}
+
+fn merge(failed: Vec<CacheSyncError>) -> Result<(), CacheSyncError> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let stopped = failed.iter().any(CacheSyncError::stopped);
+    let names = failed
+        .iter()
+        .flat_map(|e| e.not_synced().iter().cloned())
+        .collect();
+    Err(CacheSyncError::new(names, stopped))
 }
 
 impl<L: ListerWatcher, F> Drop for SharedInformerFactory<L, F> {

@@ -73,20 +73,18 @@ async fn started<L: ListerWatcher>(
         .map(|i| {
             let r = Recorder::default();
             informer
-                .add_event_handler_with_options(
-                    r.clone(),
-                    HandlerOptions::new().name(format!("view-{i}")),
-                )
+                .add_event_handler(r.clone(), HandlerOptions::new().name(format!("view-{i}")))
                 .unwrap();
             r.0
         })
         .collect();
     informer.start(&tokio::runtime::Handle::current());
-    assert!(
-        informer.wait_for_cache_sync(Duration::from_secs(60)).await,
-        "not synced within 60 s: {:?}",
-        informer.reflector_metrics().map(|m| m.snapshot())
-    );
+    if let Err(e) = informer.wait_for_cache_sync(Duration::from_secs(60)).await {
+        panic!(
+            "{e} (60 s): {:?}",
+            informer.reflector_metrics().map(|m| m.snapshot())
+        );
+    }
     (informer, views)
 }
 
@@ -508,7 +506,9 @@ async fn pagination_of_10_000_objects_and_an_expired_continue_token() {
         },
     );
     let view = Recorder::default();
-    informer.add_event_handler(view.clone()).unwrap();
+    informer
+        .add_event_handler(view.clone(), informer::HandlerOptions::new())
+        .unwrap();
     informer.start(&tokio::runtime::Handle::current());
     tokio::time::timeout(Duration::from_secs(30), paused)
         .await
@@ -517,7 +517,10 @@ async fn pagination_of_10_000_objects_and_an_expired_continue_token() {
     let newer = configmaps(&client, &ns, 10_000..10_001).await;
     server.compact(server.etcd_revision());
     resume.send(()).unwrap();
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(60)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
     let expected = fresh_configmaps(&client, &ns).await;
     assert_eq!(expected.len(), 10_001);
     assert_converged(

@@ -148,9 +148,11 @@ async fn run_on<L: ListerWatcher, F: MakeListerWatcher<L>>(
     let queue = WorkQueue::builder().name("hpa").build();
     let controller = Controller::new(&factory, queue.clone()).unwrap();
     factory.start(&tokio::runtime::Handle::current());
-    let synced = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
-    assert_eq!(synced.len(), 2);
-    assert!(synced.values().all(|s| *s), "caches synced: {synced:?}");
+    factory
+        .wait_for_cache_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(factory.sync_status().len(), 2);
     let workers = controller.start_workers(workers).unwrap();
 
     arm(&deployments, &pods);

@@ -122,9 +122,12 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     assert!(!dynamic.is_started());
 
     factory.start(&tokio::runtime::Handle::current());
-    let synced = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-    assert_eq!(synced.len(), 2);
-    assert!(synced.values().all(|s| *s), "{synced:?}");
+    factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(factory.sync_status().len(), 2);
+    assert!(factory.sync_status().values().all(|s| *s));
     assert_eq!(dynamic.store().len(), 120);
     assert_eq!(widget_informer.store().len(), 30);
 
@@ -157,7 +160,9 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     assert!(!late.is_started());
     factory.start(&tokio::runtime::Handle::current());
     assert!(late.is_started());
-    assert!(late.wait_for_cache_sync(Duration::from_secs(30)).await);
+    late.wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
 
     let f = Arc::new(factory);
     let f2 = f.clone();
@@ -170,7 +175,11 @@ async fn one_informer_per_resource_filters_on_every_request_start_sync_shutdown(
     let after = f.informer_for(&GroupVersionResource::new("", "v1", "nodes"));
     f.start(&tokio::runtime::Handle::current());
     assert!(!after.is_started(), "start after shutdown does nothing");
-    assert!(!after.wait_for_cache_sync_blocking(Duration::from_millis(10)));
+    assert!(
+        after
+            .wait_for_cache_sync_blocking(Duration::from_millis(10))
+            .is_err()
+    );
 }
 
 #[test]
@@ -185,8 +194,15 @@ fn wait_for_cache_sync_blocking_on_a_runtime_the_caller_owns() {
         SharedInformerFactory::new(move |_: &GroupVersionResource, _: Option<&str>| pods.clone());
     let informer = factory.informer::<Pod>();
     factory.start(runtime.handle());
-    let synced = factory.wait_for_cache_sync_blocking(Duration::from_secs(30));
-    assert_eq!(synced.get(&GroupVersionResource::of::<Pod>()), Some(&true));
+    factory
+        .wait_for_cache_sync_blocking(Duration::from_secs(30))
+        .unwrap();
+    assert_eq!(
+        factory
+            .sync_status()
+            .get(&GroupVersionResource::of::<Pod>()),
+        Some(&true)
+    );
     assert_eq!(informer.lister().list().unwrap().len(), 40);
     factory.shutdown();
 }

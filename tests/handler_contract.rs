@@ -44,7 +44,10 @@ async fn late_handlers_and_removals_during_a_flood() {
         },
     ));
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     let s = sim.clone();
     let flood = tokio::spawn(async move { s.flood(60_000).await.unwrap() });
     let policies = [
@@ -58,10 +61,7 @@ async fn late_handlers_and_removals_during_a_flood() {
     while !flood.is_finished() {
         let v = Recorder::default();
         let reg = informer
-            .add_event_handler_with_options(
-                v.clone(),
-                HandlerOptions::new().policy(policies[i % 3]),
-            )
+            .add_event_handler(v.clone(), HandlerOptions::new().policy(policies[i % 3]))
             .unwrap();
         if i % 4 == 3 {
             let inf = informer.clone();
@@ -123,7 +123,10 @@ async fn informer_shutdown_with_an_unpolled_late_block_stream() {
     let sim = SimServer::new(sim_config(50, 5)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     let (_reg, _stream) = informer
         .add_stream(HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }))
         .unwrap();
@@ -155,7 +158,7 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
     let c = children.clone();
     let mut n = 0u64;
     let reg = inf
-        .add_event_handler_with_options(
+        .add_event_handler(
             HandlerFns::new().with_update(move |_, new| {
                 n += 1;
                 let inf = slot.get().unwrap();
@@ -163,7 +166,9 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
                 let _ = inf.store().get(new.key().as_str());
                 let _ = inf.has_synced();
                 if n.is_multiple_of(50) {
-                    let r = inf.add_event_handler(Recorder::default()).unwrap();
+                    let r = inf
+                        .add_event_handler(Recorder::default(), informer::HandlerOptions::new())
+                        .unwrap();
                     c.fetch_add(1, Ordering::SeqCst);
                     inf.remove_event_handler(&r);
                 }
@@ -172,7 +177,9 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
         )
         .unwrap();
     inf.start(&tokio::runtime::Handle::current());
-    assert!(inf.wait_for_cache_sync(Duration::from_secs(30)).await);
+    inf.wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     let rv = tokio::time::timeout(Duration::from_secs(30), sim.flood(5_000))
         .await
         .expect("the flood stalled: deadlock between the publisher and a handler")
@@ -209,7 +216,7 @@ async fn panicking_handlers_sync_and_go_on() {
         let count = Arc::new(AtomicUsize::new(0));
         let c = count.clone();
         let reg = inf
-            .add_event_handler_with_options(
+            .add_event_handler(
                 HandlerFns::new().with_add(move |_, _| {
                     if c.fetch_add(1, Ordering::SeqCst).is_multiple_of(3) {
                         panic!("boom");
@@ -222,7 +229,9 @@ async fn panicking_handlers_sync_and_go_on() {
         counts.push(count);
     }
     inf.start(&tokio::runtime::Handle::current());
-    assert!(inf.wait_for_cache_sync(Duration::from_secs(30)).await);
+    inf.wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     for (reg, count) in regs.iter().zip(&counts) {
         assert!(reg.wait_for_sync(Duration::from_secs(30)).await);
         assert_eq!(count.load(Ordering::SeqCst), 100);
@@ -273,19 +282,29 @@ impl ListerWatcher for Refused {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn wait_for_cache_sync_times_out_on_tokio_time() {
     let inf = Informer::new(Never, InformerConfig::default());
-    let reg = inf.add_event_handler(Recorder::default()).unwrap();
+    let reg = inf
+        .add_event_handler(Recorder::default(), informer::HandlerOptions::new())
+        .unwrap();
     inf.start(&tokio::runtime::Handle::current());
     let t0 = tokio::time::Instant::now();
-    assert!(!inf.wait_for_cache_sync(Duration::from_secs(5)).await);
+    assert!(
+        inf.wait_for_cache_sync(Duration::from_secs(5))
+            .await
+            .is_err()
+    );
     assert_eq!(t0.elapsed(), Duration::from_secs(5));
     assert!(!reg.wait_for_sync(Duration::from_secs(3)).await);
     assert_eq!(t0.elapsed(), Duration::from_secs(8));
-    assert!(!inf.wait_for_cache_sync(Duration::ZERO).await);
+    assert!(inf.wait_for_cache_sync(Duration::ZERO).await.is_err());
 
     let inf2 = Informer::new(Refused, InformerConfig::default());
     inf2.start(&tokio::runtime::Handle::current());
     let t1 = tokio::time::Instant::now();
-    assert!(!inf2.wait_for_cache_sync(Duration::from_secs(60)).await);
+    assert!(
+        inf2.wait_for_cache_sync(Duration::from_secs(60))
+            .await
+            .is_err()
+    );
     assert_eq!(t1.elapsed(), Duration::from_secs(60));
     let m = inf2.reflector_metrics().unwrap();
     // Backoff 0.8, 1.6, 3.2, 6.4, 12.8, 25.6 s: six failed lists in the first minute.
@@ -293,11 +312,18 @@ async fn wait_for_cache_sync_times_out_on_tokio_time() {
     assert!(m.errors.load(Ordering::Relaxed) >= 5, "{m:?}");
     // The blocking waits use the std clock.
     let t = std::time::Instant::now();
-    assert!(!inf.wait_for_cache_sync_blocking(Duration::from_millis(50)));
+    assert!(
+        inf.wait_for_cache_sync_blocking(Duration::from_millis(50))
+            .is_err()
+    );
     assert!(!reg.wait_for_sync_blocking(Duration::from_millis(50)));
     assert!(t.elapsed() >= Duration::from_millis(100));
     inf.shutdown();
-    assert!(!inf.wait_for_cache_sync(Duration::from_secs(5)).await);
+    assert!(
+        inf.wait_for_cache_sync(Duration::from_secs(5))
+            .await
+            .is_err()
+    );
     assert_eq!(
         t0.elapsed(),
         Duration::from_secs(68),
@@ -346,7 +372,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
         if let Some(p) = p {
             o = o.resync(p);
         }
-        regs.push(inf.add_event_handler_with_options(v.clone(), o).unwrap());
+        regs.push(inf.add_event_handler(v.clone(), o).unwrap());
     }
     inf.start(&tokio::runtime::Handle::current());
     until(|| regs.iter().all(Registration::has_synced)).await;
@@ -393,9 +419,10 @@ async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_strea
     informer.start(&tokio::runtime::Handle::current());
     // The processing thread fills the stream's one slot, then waits for it.
     assert!(
-        !informer
+        informer
             .wait_for_cache_sync(Duration::from_millis(300))
             .await
+            .is_err()
     );
     let inf = informer.clone();
     tokio::task::spawn_blocking(move || within(5, "informer shutdown", move || inf.shutdown()))
@@ -418,7 +445,10 @@ async fn streams_registered_and_dropped_during_a_flood() {
         },
     ));
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     let s = sim.clone();
     let flood = tokio::spawn(async move { s.flood(40_000).await.unwrap() });
     let policies = [
@@ -519,16 +549,21 @@ async fn factory_start_and_shutdown_race() {
         starter.join().unwrap();
         for i in &infs {
             assert!(
-                i.add_event_handler(Recorder::default()).is_err(),
+                i.add_event_handler(Recorder::default(), informer::HandlerOptions::new())
+                    .is_err(),
                 "round {round}: informer still accepts handlers after shutdown"
             );
-            // Shutdown releases sync waiters at once.
-            tokio::time::timeout(
+            // Shutdown releases sync waiters at once, with an error that says so.
+            let waited = tokio::time::timeout(
                 Duration::from_secs(5),
                 i.wait_for_cache_sync(Duration::from_secs(3600)),
             )
             .await
             .expect("a sync waiter was not released by shutdown");
+            if let Err(e) = waited {
+                assert!(e.stopped(), "{e}");
+                assert_eq!(e.not_synced(), [i.name()]);
+            }
         }
     }
 }
@@ -543,7 +578,11 @@ async fn start_after_shutdown_starts_nothing() {
     assert!(!inf.is_started());
     assert!(inf.reflector_metrics().is_none(), "a reflector was started");
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(!inf.wait_for_cache_sync(Duration::from_secs(1)).await);
+    assert!(
+        inf.wait_for_cache_sync(Duration::from_secs(1))
+            .await
+            .is_err()
+    );
 }
 
 /// A full `Block` handler that shuts its own informer down (e.g. on a fatal condition) while
@@ -563,7 +602,7 @@ async fn a_block_handler_can_shut_its_informer_down() {
     let (done_tx, done_rx) = bounded::<()>(1);
     let s = slot.clone();
     let mut first = true;
-    inf.add_event_handler_with_options(
+    inf.add_event_handler(
         HandlerFns::new().with_add(move |_, _| {
             if std::mem::take(&mut first) {
                 let inf = s.get().unwrap();
@@ -588,5 +627,8 @@ async fn a_block_handler_can_shut_its_informer_down() {
     .await
     .unwrap();
     assert!(!inf.has_synced());
-    assert!(inf.add_event_handler(Recorder::default()).is_err());
+    assert!(
+        inf.add_event_handler(Recorder::default(), informer::HandlerOptions::new())
+            .is_err()
+    );
 }

@@ -86,7 +86,8 @@ fn converge(protobuf: bool, lossless: bool) {
         },
     );
     informer.start(rt.handle());
-    assert!(rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(60))));
+    rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(60)))
+        .unwrap();
     assert_eq!(informer.store().len(), 300);
     rt.block_on(async {
         for _ in 0..20 {
@@ -163,7 +164,8 @@ fn namespaced_informer_with_pagination() {
             },
         );
         informer.start(rt.handle());
-        assert!(rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30))));
+        rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30)))
+            .unwrap();
         rt.block_on(sim.flood(2_000)).unwrap();
         let truth = sim.truth();
         let expected: Versions = truth
@@ -691,7 +693,8 @@ fn simulator_faults_over_http() {
         },
     );
     informer.start(rt.handle());
-    assert!(rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30))));
+    rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30)))
+        .unwrap();
     for spec in [
         "stream:410@2",
         "stream:reset@5",

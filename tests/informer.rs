@@ -88,17 +88,24 @@ async fn registration_sync_case(objects: usize, per_add: Duration) {
     let sim = SimServer::new(sim_config(objects, 11)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (slow, slow_view, slow_reg, slow_bad) = slow_adds(per_add);
-    let reg = informer.add_event_handler(slow).unwrap();
+    let reg = informer
+        .add_event_handler(slow, informer::HandlerOptions::new())
+        .unwrap();
     let _ = slow_reg.set(reg.clone());
     assert!(!reg.has_synced(), "not synced before start");
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(60)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
     assert_eq!(informer.store().len(), objects);
     // The informer synced; the slow handler is still working through its adds.
     assert!(!reg.has_synced(), "slow handler synced before its adds");
 
     let (late, late_view, late_reg, late_bad) = slow_adds(Duration::ZERO);
-    let lreg = informer.add_event_handler(late).unwrap();
+    let lreg = informer
+        .add_event_handler(late, informer::HandlerOptions::new())
+        .unwrap();
     let _ = late_reg.set(lreg.clone());
     assert!(lreg.wait_for_sync(Duration::from_secs(60)).await);
     {
@@ -177,17 +184,20 @@ async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     let a = Recorder::default();
     let b = Recorder::default();
     let reg_a = informer
-        .add_event_handler_with_resync(
+        .add_event_handler(
             Resyncing {
                 view: a.clone(),
                 entered: entered.clone(),
                 gate: Some(gate_rx),
             },
-            Duration::from_secs(30),
+            informer::HandlerOptions::new().resync(Duration::from_secs(30)),
         )
         .unwrap();
     let reg_b = informer
-        .add_event_handler_with_resync(b.clone(), Duration::ZERO)
+        .add_event_handler(
+            b.clone(),
+            informer::HandlerOptions::new().resync(Duration::ZERO),
+        )
         .unwrap();
     informer.start(&tokio::runtime::Handle::current());
     let t0 = tokio::time::Instant::now();
@@ -255,7 +265,7 @@ async fn views_inner() {
     for p in policies {
         let v = Recorder::default();
         informer
-            .add_event_handler_with_options(v.clone(), HandlerOptions::new().policy(p))
+            .add_event_handler(v.clone(), HandlerOptions::new().policy(p))
             .unwrap();
         views.push(v);
     }
@@ -271,7 +281,10 @@ async fn views_inner() {
     });
     views.push(stream_view);
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     for round in 0..3 {
         sim.step(1_500).unwrap();
         let truth = sim.truth();
@@ -312,7 +325,10 @@ async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registrati
     let sim = SimServer::new(sim_config(300, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     // Capacity one batch and nobody polling yet: the replay and its sync marker still fit.
     let (reg, mut stream) = informer
         .add_stream(HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }))
@@ -356,15 +372,21 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
     let seen = Arc::new(AtomicUsize::new(0));
     let s = seen.clone();
     informer
-        .add_event_handler(HandlerFns::new().with_add(move |o, _| {
-            if o.meta().annotations.get("transformed").map(|s| &**s) == Some("yes") {
-                s.fetch_add(1, Ordering::SeqCst);
-            }
-        }))
+        .add_event_handler(
+            HandlerFns::new().with_add(move |o, _| {
+                if o.meta().annotations.get("transformed").map(|s| &**s) == Some("yes") {
+                    s.fetch_add(1, Ordering::SeqCst);
+                }
+            }),
+            informer::HandlerOptions::new(),
+        )
         .unwrap();
     informer.start(&tokio::runtime::Handle::current());
     assert_eq!(informer.set_transform(|o| o), Err(AlreadyStarted));
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     informer.flush();
     assert_eq!(seen.load(Ordering::SeqCst), 50);
     assert!(
@@ -384,7 +406,10 @@ async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_
     let sim = SimServer::new(sim_config(200, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     let lister = informer.lister();
     let all = lister.list();
     assert_eq!(all.len(), 200);
@@ -471,7 +496,10 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
     let sim = SimServer::new(sim_config(150, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     informer
         .add_indexers([(LABELS_INDEX.to_owned(), labels_index_func())])
         .unwrap();
@@ -683,7 +711,10 @@ async fn a_synced_store_reflects_the_list_resource_version() {
     for i in 0..200 {
         let informer = Informer::new(sim.clone(), InformerConfig::default());
         informer.start(&tokio::runtime::Handle::current());
-        assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+        informer
+            .wait_for_cache_sync(Duration::from_secs(30))
+            .await
+            .unwrap();
         let rv = informer.store().resource_version();
         tokio::task::block_in_place(|| informer.shutdown());
         assert_eq!(rv, listed, "round {i}: synced at resourceVersion {rv}");

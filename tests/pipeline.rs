@@ -149,7 +149,7 @@ fn start<L: ListerWatcher>(lw: L, handlers: usize) -> (Informer<L>, Vec<Recorder
     let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
     for (i, v) in views.iter().enumerate() {
         informer
-            .add_event_handler_with_options(v.clone(), HandlerOptions::new().name(format!("h{i}")))
+            .add_event_handler(v.clone(), HandlerOptions::new().name(format!("h{i}")))
             .unwrap();
     }
     informer.start(&tokio::runtime::Handle::current());
@@ -161,7 +161,10 @@ async fn flood_converges_in_every_encoding() {
     for template in ["head", "etcd", "both", "json"] {
         let sim = sim(template, 300, 5_000, true);
         let (informer, views) = start(sim.clone(), 3);
-        assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+        informer
+            .wait_for_cache_sync(Duration::from_secs(30))
+            .await
+            .unwrap();
         informer.flush();
         {
             let v = views[0].0.lock().unwrap();
@@ -202,7 +205,10 @@ async fn watch_410_inner() {
     // runtime thread) the watch falls out of the window and gets 410 Gone.
     let sim = sim("etcd", 200, 100, false);
     let (informer, views) = start(sim.clone(), 2);
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     informer
         .store()
         .wait_for(sim.resource_version())
@@ -227,7 +233,10 @@ async fn watch_410_inner() {
 async fn late_handler_gets_the_cache_then_live_events() {
     let sim = sim("etcd", 1_000, 10_000, true);
     let (informer, views) = start(sim.clone(), 1);
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     sim.flood(2_000).await.unwrap();
     // Let the informer catch up: the cache then holds exactly the server's objects.
     informer
@@ -237,7 +246,9 @@ async fn late_handler_gets_the_cache_then_live_events() {
         .unwrap();
     let cached = informer.store().len();
     let late = Recorder::default();
-    let reg = informer.add_event_handler(late.clone()).unwrap();
+    let reg = informer
+        .add_event_handler(late.clone(), informer::HandlerOptions::new())
+        .unwrap();
     sim.flood(2_000).await.unwrap();
     let mut all = views.clone();
     all.push(late.clone());
@@ -321,9 +332,14 @@ async fn garbage_on_the_watch_is_an_error_then_a_relist_and_no_cached_data_is_lo
         },
     );
     let view = Recorder::default();
-    informer.add_event_handler(view.clone()).unwrap();
+    informer
+        .add_event_handler(view.clone(), informer::HandlerOptions::new())
+        .unwrap();
     informer.start(&tokio::runtime::Handle::current());
-    assert!(informer.wait_for_cache_sync(Duration::from_secs(30)).await);
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
     // The cache from the first list stays while the bad stream is handled.
     assert_eq!(informer.store().len(), 100);
     sim.flood(500).await.unwrap();
@@ -353,7 +369,9 @@ impl EventHandler for Registering {
     fn on_add(&mut self, obj: &Arc<Object>, initial: bool) {
         if !self.done.swap(true, Ordering::SeqCst) {
             let informer = self.informer.get().expect("set before start");
-            informer.add_event_handler(self.nested.clone()).unwrap();
+            informer
+                .add_event_handler(self.nested.clone(), informer::HandlerOptions::new())
+                .unwrap();
         }
         self.inner.on_add(obj, initial);
     }
@@ -380,7 +398,7 @@ async fn a_blocked_handler_can_register_another_handler() {
     let (outer, nested) = (Recorder::default(), Recorder::default());
     let done = Arc::new(AtomicBool::new(false));
     informer
-        .add_event_handler_with_options(
+        .add_event_handler(
             Registering {
                 informer: cell.clone(),
                 nested: nested.clone(),
@@ -398,7 +416,7 @@ async fn a_blocked_handler_can_register_another_handler() {
         informer.wait_for_cache_sync(Duration::from_secs(30)),
     )
     .await;
-    assert_eq!(synced, Ok(true), "deadlocked or never synced");
+    assert!(matches!(synced, Ok(Ok(()))), "deadlocked or never synced");
     sim.flood(1_000).await.unwrap();
     assert_converged(&sim, &informer, &[outer, nested]).await;
     assert!(done.load(Ordering::SeqCst));

@@ -372,11 +372,12 @@ fn ours(
             done: done.clone(),
         };
         informer
-            .add_event_handler_with_options(view, HandlerOptions::new().name(format!("view-{i}")))
+            .add_event_handler(view, HandlerOptions::new().name(format!("view-{i}")))
             .unwrap();
     }
     informer.start(rt.handle());
-    assert!(rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(600))));
+    rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(600)))
+        .unwrap();
     // Synced: the store holds the list and the handlers have handled it. The server holds
     // the watch until the command is sent, so nothing more arrives before it.
     informer.flush();

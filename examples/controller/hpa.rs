@@ -238,7 +238,7 @@ impl Controller {
             queue.add(obj.key());
         };
         let (add, update, delete) = (on_deployment.clone(), on_deployment.clone(), on_deployment);
-        let d = deployments.informer().add_event_handler_with_options(
+        let d = deployments.informer().add_event_handler(
             HandlerFns::new()
                 .with_add(move |obj, _| add(obj))
                 .with_update(move |_, new| update(new))
@@ -266,7 +266,7 @@ impl Controller {
         };
         let (add, update, delete) = (on_pod.clone(), on_pod.clone(), on_pod);
         let tombstones = controller.stats.clone();
-        let p = pods.informer().add_event_handler_with_options(
+        let p = pods.informer().add_event_handler(
             HandlerFns::new()
                 .with_add(move |obj, _| add(None, obj))
                 .with_update(move |old, new| update(Some(old), new))

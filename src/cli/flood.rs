@@ -678,7 +678,7 @@ fn add_views<L: ListerWatcher>(
         }));
         let is_slow = i >= handlers - slow;
         informer
-            .add_event_handler_with_options(
+            .add_event_handler(
                 ViewHandler {
                     view: view.clone(),
                     clock: clock.cloned(),
@@ -1134,9 +1134,8 @@ fn run_pipeline<L: ListerWatcher>(
     )?;
 
     informer.start(runtime.handle());
-    let synced = runtime.block_on(informer.wait_for_cache_sync(Duration::from_secs(120)));
-    if !synced {
-        return Err("the informer did not sync within 120 s".into());
+    if let Err(e) = runtime.block_on(informer.wait_for_cache_sync(Duration::from_secs(120))) {
+        return Err(format!("the informer did not sync within 120 s: {e}").into());
     }
     let list_done = clock.start.elapsed();
 

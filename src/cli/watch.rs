@@ -117,7 +117,7 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
     );
     let counts = Arc::new(Counts::default());
     let registration = informer
-        .add_event_handler_with_options(
+        .add_event_handler(
             Counter(counts.clone()),
             HandlerOptions::new()
                 .name("summary")

@@ -233,6 +233,17 @@ pub fn watch_format(headers: &HeaderMap) -> Result<WatchFormat, DecodeError> {
 impl ListerWatcher for HttpListerWatcher {
     type Body = HttpWatchBody;
 
+    /// `group/version/resource`, then ` in <namespace>` when restricted to one.
+    fn describe(&self) -> String {
+        let r = &self.resource;
+        let mut d = format!("{}/{}", r.api_version(), r.resource);
+        if let Some(ns) = &r.namespace {
+            d.push_str(" in ");
+            d.push_str(ns);
+        }
+        d
+    }
+
     /// One list page. The body is returned whole (a page of several chunks is gathered into
     /// one buffer; a single-chunk page is not copied).
     ///

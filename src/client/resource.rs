@@ -51,6 +51,30 @@ impl ApiResource {
         }
     }
 
+    /// The resource of a kube-rs type (a k8s-openapi kind, a `#[derive(CustomResource)]`
+    /// struct): group, version, plural and kind from its `kube::Resource`, asked for as JSON
+    /// (those types are serde types; see [`Object::deserialize`]).
+    ///
+    /// [`Object::deserialize`]: crate::object::Object::deserialize
+    ///
+    /// # Examples
+    /// ```
+    /// use informer::client::ApiResource;
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// let r = ApiResource::of::<Deployment>();
+    /// assert_eq!(r.collection_path(), "/apis/apps/v1/deployments");
+    /// assert_eq!(r.accept(), "application/json");
+    /// ```
+    pub fn of<K: kube::Resource<DynamicType = ()>>() -> Self {
+        Self::new(
+            &K::group(&()),
+            &K::version(&()),
+            &K::plural(&()),
+            &K::kind(&()),
+        )
+        .with_protobuf(false)
+    }
+
     /// A resource of the core group (`/api/<version>`), e.g. `core("v1", "pods", "Pod")`.
     pub fn core(version: &str, resource: &str, kind: &str) -> Self {
         Self::new("", version, resource, kind)

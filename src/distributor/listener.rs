@@ -461,11 +461,12 @@ fn report_panic(listener: &Listener, n: &Notification, payload: &(dyn Any + Send
     };
     let metrics = listener.metrics();
     metrics.panics.fetch_add(1, Ordering::Relaxed);
-    eprintln!(
-        "informer: listener {:?} ({}): handler panicked on {:?}: {msg}; continuing",
-        listener.name(),
-        listener.id(),
-        n.key()
+    tracing::error!(
+        listener = listener.name(),
+        id = %listener.id(),
+        key = ?n.key(),
+        panic = %msg,
+        "event handler panicked; the listener goes on with the next notification"
     );
     *metrics
         .last_panic

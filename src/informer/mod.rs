@@ -23,6 +23,7 @@
 //! resourceVersion only advances to what the reflector has seen when every delta up to it has
 //! been applied: [`Store::wait_for`] after a controller's own write is sound.
 
+mod events;
 mod gate;
 mod lister;
 mod options;
@@ -30,15 +31,18 @@ mod process;
 mod resync;
 mod selector;
 mod sink;
+mod sync_error;
 mod typed;
 
+pub use events::{ERROR_BACKLOG, Event, EventError, EventStream};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{HandlerOptions, InformerConfig, MIN_RESYNC_PERIOD};
 pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
+pub use sync_error::CacheSyncError;
 pub use typed::{TypedIndexError, TypedLister, TypedNamespaceLister};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::distributor::{
@@ -47,9 +51,12 @@ use crate::distributor::{
 };
 use crate::fifo::{DeltaFifo, Transform};
 use crate::object::Object;
-use crate::reflector::{ListerWatcher, Reflector, ReflectorConfig, ReflectorMetrics};
+use crate::reflector::{
+    ListerWatcher, Reflector, ReflectorConfig, ReflectorError, ReflectorMetrics, WatchErrorHandler,
+};
 use crate::store::{IndexFunc, Store, StoreError, Writer, store};
 
+use events::ErrorFeed;
 use options::normalize_resync;
 use resync::Resync;
 use sink::{FifoSink, KnownStore};
@@ -104,6 +111,8 @@ impl Registration {
 
     /// Waits until [`has_synced`](Self::has_synced), up to `timeout` (tokio's clock); `false`
     /// on timeout or when the informer stopped first. No polling: wakes on the sync itself.
+    /// (A `bool`, as client-go's per-handler `HasSynced`; the informer-wide waits return a
+    /// [`CacheSyncError`] naming what did not sync.)
     ///
     /// # Paused time
     /// As [`Informer::wait_for_cache_sync`]: handlers and the processing thread are not tokio
@@ -172,6 +181,27 @@ struct Shared {
     synced: AtomicBool,
     /// Reached when the informer synced or shut down: what sync waiters sleep on.
     synced_or_stopped: Marker,
+    /// The informer's name (logs, sync errors).
+    name: String,
+    /// The event streams' shares of the reflector's errors.
+    error_feeds: Mutex<Vec<Weak<ErrorFeed>>>,
+}
+
+impl Shared {
+    fn report_error(&self, err: &ReflectorError) {
+        let mut feeds = self
+            .error_feeds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        feeds.retain(|f| f.strong_count() > 0);
+        if feeds.is_empty() {
+            return;
+        }
+        let err = Arc::new(err.clone());
+        for feed in feeds.iter().filter_map(Weak::upgrade) {
+            feed.push(err.clone());
+        }
+    }
 }
 
 /// One informer: list+watch of one resource into a store, with handlers. Create with
@@ -185,6 +215,8 @@ pub struct Informer<L: ListerWatcher> {
     started: AtomicBool,
     /// A transform set before start, moved into `active_transform` by `start`.
     transform: Mutex<Option<Transform>>,
+    /// The user's watch error handler, handed to the reflector by `start`.
+    watch_error_handler: Mutex<Option<WatchErrorHandler>>,
     active_transform: Arc<OnceLock<Transform>>,
     default_resync: Duration,
     next_handler: AtomicU64,
@@ -202,6 +234,7 @@ enum Task {
 impl<L: ListerWatcher> std::fmt::Debug for Informer<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Informer")
+            .field("name", &self.shared.name)
             .field("started", &self.started.load(Ordering::Relaxed))
             .field("has_synced", &self.has_synced())
             .field("objects", &self.shared.store.len())
@@ -213,6 +246,7 @@ impl<L: ListerWatcher> Informer<L> {
     /// An informer over `lw` (client-go `NewSharedIndexInformer`). Nothing runs until
     /// [`Informer::start`].
     pub fn new(lw: L, config: InformerConfig) -> Self {
+        let name = config.name.unwrap_or_else(|| lw.describe());
         let (reader, writer) = store(config.store);
         // The transform is looked up per object so that `set_transform` can still choose it
         // until start; afterwards the slot never changes.
@@ -247,18 +281,27 @@ impl<L: ListerWatcher> Informer<L> {
                 resync: Arc::new(Resync::new()),
                 synced: AtomicBool::new(false),
                 synced_or_stopped: Marker::new(),
+                name,
+                error_feeds: Mutex::new(Vec::new()),
             }),
             lw: Arc::new(lw),
             reflector_config: config.reflector,
             reflector_metrics: Mutex::new(None),
             started: AtomicBool::new(false),
             transform: Mutex::new(config.transform),
+            watch_error_handler: Mutex::new(None),
             active_transform,
             default_resync: normalize_resync(config.default_resync),
             next_handler: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
             gates: OnceLock::new(),
         }
+    }
+
+    /// The informer's name: [`InformerConfig::name`], or the lister-watcher's description
+    /// (client-go `InformerName`).
+    pub fn name(&self) -> &str {
+        &self.shared.name
     }
 
     /// The lock-free read handle of the informer's store (client-go `GetIndexer`).
@@ -344,37 +387,55 @@ impl<L: ListerWatcher> Informer<L> {
         Ok(())
     }
 
-    /// Registers `handler` with default [`HandlerOptions`] (client-go `AddEventHandler`).
+    /// Sets the function told of every list and watch failure (client-go
+    /// `SetWatchErrorHandler`), besides the `tracing` log and the event streams. It runs on
+    /// the reflector's task: keep it short.
     ///
     /// # Errors
-    /// As [`add_event_handler_with_options`](Self::add_event_handler_with_options).
-    pub fn add_event_handler<H: EventHandler>(
+    /// [`AlreadyStarted`] after [`start`](Self::start).
+    pub fn set_watch_error_handler(
         &self,
-        handler: H,
-    ) -> Result<Registration, AddListenerError> {
-        self.add_event_handler_with_options(handler, HandlerOptions::new())
+        handler: impl Fn(&ReflectorError) + Send + Sync + 'static,
+    ) -> Result<(), AlreadyStarted> {
+        let _transform = self
+            .transform
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.started.load(Ordering::Acquire) {
+            return Err(AlreadyStarted);
+        }
+        *self
+            .watch_error_handler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(handler));
+        Ok(())
     }
 
-    /// Registers `handler` with its own resync period (client-go
-    /// `AddEventHandlerWithResyncPeriod`): zero = never, below [`MIN_RESYNC_PERIOD`] = that.
-    ///
-    /// # Errors
-    /// As [`add_event_handler_with_options`](Self::add_event_handler_with_options).
-    pub fn add_event_handler_with_resync<H: EventHandler>(
-        &self,
-        handler: H,
-        resync: Duration,
-    ) -> Result<Registration, AddListenerError> {
-        self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
-    }
-
-    /// Registers a handler, before or after start, on its own thread. Registered after start,
-    /// it first receives every cached object as an add with `is_in_initial_list = true`, then
-    /// live events: none missed, none doubled.
+    /// Registers a handler, before or after start, on its own thread (client-go
+    /// `AddEventHandler`, `AddEventHandlerWithResyncPeriod` and `AddEventHandlerWithOptions`
+    /// in one: name, overflow policy and resync period come from `options`). Registered after
+    /// start, it first receives every cached object as an add with `is_in_initial_list =
+    /// true`, then live events: none missed, none doubled.
     ///
     /// # Errors
     /// From [`Distributor::add_listener`] (after shutdown, zero `Block` capacity, thread spawn).
-    pub fn add_event_handler_with_options<H: EventHandler>(
+    ///
+    /// # Examples
+    /// ```
+    /// use informer::{HandlerFns, HandlerOptions, Informer, InformerConfig};
+    /// # use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+    /// # let templates = Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap();
+    /// # let sim = SimServer::new(SimConfig::new(templates)).unwrap();
+    /// let informer = Informer::new(sim, InformerConfig::default());
+    /// let registration = informer
+    ///     .add_event_handler(
+    ///         HandlerFns::new().with_add(|obj, _initial| println!("add {}", obj.key())),
+    ///         HandlerOptions::new().name("printer"),
+    ///     )
+    ///     .unwrap();
+    /// assert_eq!(registration.listener().name(), "printer");
+    /// ```
+    pub fn add_event_handler<H: EventHandler>(
         &self,
         handler: H,
         options: HandlerOptions,
@@ -383,6 +444,28 @@ impl<L: ListerWatcher> Informer<L> {
             d.add_listener(name, policy, handler).map(|l| (l, ()))
         })
         .map(|(r, ())| r)
+    }
+
+    /// The informer's changes as a stream of typed [`Event`]s with list/watch errors, the
+    /// shape of kube-runtime's `watcher` (see [`EventStream`]). A handler like any other
+    /// ([`add_stream`](Self::add_stream)), its objects read through `lister` (decoded once
+    /// per object version, shared with every other reader of that lister).
+    ///
+    /// # Errors
+    /// As [`add_stream`](Self::add_stream).
+    pub fn events<K: Send + Sync + 'static>(
+        &self,
+        lister: TypedLister<K>,
+        options: HandlerOptions,
+    ) -> Result<EventStream<K>, AddListenerError> {
+        let feed = Arc::new(ErrorFeed::default());
+        self.shared
+            .error_feeds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&feed));
+        let (registration, notifications) = self.add_stream(options)?;
+        Ok(EventStream::new(notifications, lister, registration, feed))
     }
 
     /// Registers a handler read as an async [`NotificationStream`] (no thread: the task that
@@ -512,7 +595,21 @@ impl<L: ListerWatcher> Informer<L> {
             seen_rv: self.shared.seen_rv.clone(),
             rv_moved: self.shared.rv_moved.clone(),
         });
-        let reflector = Reflector::new(self.lw.clone(), sink, self.reflector_config.clone());
+        let user_handler = self
+            .watch_error_handler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let errors_to = Arc::downgrade(&self.shared);
+        let reflector = Reflector::new(self.lw.clone(), sink, self.reflector_config.clone())
+            .with_error_handler(Arc::new(move |err: &ReflectorError| {
+                if let Some(h) = &user_handler {
+                    h(err);
+                }
+                if let Some(shared) = errors_to.upgrade() {
+                    shared.report_error(err);
+                }
+            }));
         *self
             .reflector_metrics
             .lock()
@@ -537,8 +634,11 @@ impl<L: ListerWatcher> Informer<L> {
     }
 
     /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`),
-    /// on tokio's clock. Returns whether it synced (`false` on timeout or shutdown). No
-    /// polling: the processing thread wakes it when the first list has been published.
+    /// on tokio's clock. No polling: the processing thread wakes it when the first list has
+    /// been published.
+    ///
+    /// # Errors
+    /// [`CacheSyncError`] naming this informer on timeout or shutdown.
     ///
     /// # Paused time
     /// The processing thread is not a tokio task: under paused tokio time (tests), a runtime
@@ -550,16 +650,30 @@ impl<L: ListerWatcher> Informer<L> {
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes.
-    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> bool {
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let _ = tokio::time::timeout(timeout, self.shared.synced_or_stopped.reached()).await;
-        self.has_synced()
+        self.sync_result()
     }
 
     /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) for threads outside async code:
     /// parks the thread (std clock). Do not call it on an async runtime's worker thread.
-    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> bool {
+    ///
+    /// # Errors
+    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         self.shared.synced_or_stopped.wait_timeout(timeout);
-        self.has_synced()
+        self.sync_result()
+    }
+
+    fn sync_result(&self) -> Result<(), CacheSyncError> {
+        if self.has_synced() {
+            Ok(())
+        } else {
+            Err(CacheSyncError::new(
+                vec![self.shared.name.clone()],
+                self.is_stopped(),
+            ))
+        }
     }
 
     /// Whether [`shutdown`](Self::shutdown) has begun (or the informer was dropped): `false`

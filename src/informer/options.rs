@@ -14,6 +14,10 @@ pub const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 /// Informer settings.
 #[derive(Clone, Default)]
 pub struct InformerConfig {
+    /// The informer's name in logs, metrics and sync errors (client-go
+    /// `SharedIndexInformerOptions.InformerName`); `None` = the lister-watcher's description
+    /// (e.g. `v1/pods in default`).
+    pub name: Option<String>,
     /// The store's shards and indexers.
     pub store: StoreConfig,
     /// List/watch behaviour.
@@ -33,6 +37,7 @@ pub struct InformerConfig {
 impl std::fmt::Debug for InformerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InformerConfig")
+            .field("name", &self.name)
             .field("store", &self.store)
             .field("reflector", &self.reflector)
             .field("batch_size", &self.batch_size)

@@ -1,6 +1,6 @@
-//! [`TypedLister`]: typed reads (`Arc<K>` for a k8s-pb kind `K`) decoded once per object
-//! version, the typed face of the seeds' generated listers (client-go `listers/apps/v1`,
-//! `DeploymentLister`).
+//! [`TypedLister`]: typed reads (`Arc<K>` for a k8s-pb kind, a k8s-openapi kind or a
+//! `CustomResource` struct) decoded once per object version, the typed face of generated
+//! listers (client-go `listers/apps/v1`, `DeploymentLister`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -18,6 +18,8 @@ const SHARDS: usize = 16;
 
 type Entry<K> = (Weak<Object>, Arc<K>);
 type Shard<K> = Mutex<HashMap<ObjectKey, Entry<K>>>;
+/// How a cached object becomes a `K`: prost for k8s-pb kinds, serde for the others.
+type DecodeFn<K> = fn(&Object) -> Result<K, DecodeError>;
 
 /// Typed values decoded from cached objects, keyed by object key and tied to the exact
 /// object version (`Arc<Object>` identity) they came from: a read of an unchanged object hands
@@ -26,14 +28,16 @@ struct DecodeCache<K> {
     shards: Box<[Shard<K>]>,
     hasher: foldhash::fast::RandomState,
     decodes: AtomicUsize,
+    decode: DecodeFn<K>,
 }
 
-impl<K: prost::Message + Default> DecodeCache<K> {
-    fn new() -> Self {
+impl<K> DecodeCache<K> {
+    fn new(decode: DecodeFn<K>) -> Self {
         DecodeCache {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
             decodes: AtomicUsize::new(0),
+            decode,
         }
     }
 
@@ -55,7 +59,7 @@ impl<K: prost::Message + Default> DecodeCache<K> {
             }
         }
         // Decode outside the lock: other keys of the shard stay readable meanwhile.
-        let typed = Arc::new(obj.decode::<K>()?);
+        let typed = Arc::new((self.decode)(obj)?);
         self.decodes.fetch_add(1, Ordering::Relaxed);
         let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
         map.insert(key, (Arc::downgrade(obj), typed.clone()));
@@ -67,14 +71,27 @@ impl<K: prost::Message + Default> DecodeCache<K> {
     }
 }
 
-/// Typed reads of an informer's objects: `Arc<K>` for a protobuf kind `K` (e.g.
-/// `k8s_pb::api::apps::v1::Deployment`), decoded once per object version and shared by every
-/// reader until the object changes. Cheap to clone (clones share the decoded values).
+/// Typed reads of an informer's objects: `Arc<K>`, decoded once per object version and shared
+/// by every reader until the object changes. Cheap to clone (clones share the decoded values).
+///
+/// Two decoders: [`TypedLister::new`] for k8s-pb kinds (prost, from protobuf objects, e.g.
+/// `k8s_pb::api::apps::v1::Deployment`), [`TypedLister::serde`] for serde kinds (k8s-openapi
+/// kinds, `#[derive(CustomResource)]` structs, from JSON objects).
 ///
 /// # Errors
-/// Reads return [`DecodeError`] when an object does not decode as `K` (JSON-encoded objects,
-/// e.g. custom resources, have no typed form here: use [`Lister`] and
-/// [`Object::to_json_value`]).
+/// Reads return [`DecodeError`] when an object does not decode as `K`: a JSON object read
+/// through a prost lister ([`DecodeError::NotProtobuf`]), a protobuf object through a serde
+/// lister ([`DecodeError::NotJson`]), or bytes of another shape.
+///
+/// # Examples
+/// ```
+/// use informer::{Lister, TypedLister};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// # let (store, _writer) = informer::store::store(Default::default());
+/// let lister = Lister::new(store);
+/// let config_maps: TypedLister<ConfigMap> = TypedLister::serde(lister);
+/// assert!(config_maps.get("default", "settings").unwrap().is_none());
+/// ```
 pub struct TypedLister<K> {
     lister: Lister,
     cache: Arc<DecodeCache<K>>,
@@ -101,13 +118,36 @@ impl<K> fmt::Debug for TypedLister<K> {
 }
 
 impl<K: prost::Message + Default + Send + Sync + 'static> TypedLister<K> {
-    /// A typed lister over `lister`'s store.
+    /// A typed lister of a k8s-pb (prost) kind over `lister`'s store.
     pub fn new(lister: Lister) -> Self {
+        Self::with_decoder(lister, |o| o.decode::<K>())
+    }
+}
+
+impl<K: serde::de::DeserializeOwned + Send + Sync + 'static> TypedLister<K> {
+    /// A typed lister of a serde kind (k8s-openapi, `CustomResource`) over `lister`'s store,
+    /// for informers that ask the server for JSON.
+    pub fn serde(lister: Lister) -> Self {
+        Self::with_decoder(lister, Object::deserialize::<K>)
+    }
+}
+
+impl<K: Send + Sync + 'static> TypedLister<K> {
+    fn with_decoder(lister: Lister, decode: DecodeFn<K>) -> Self {
         TypedLister {
             lister,
-            cache: Arc::new(DecodeCache::new()),
+            cache: Arc::new(DecodeCache::new(decode)),
             _kind: PhantomData,
         }
+    }
+
+    /// The typed value of one cached object (of any version), decoded at most once per
+    /// version. What a handler calls on the objects of its notifications.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when it does not decode as `K`.
+    pub fn typed(&self, obj: &Arc<Object>) -> Result<Arc<K>, DecodeError> {
+        self.cache.get(obj, self.lister.store().len())
     }
 
     /// The untyped lister underneath.
@@ -118,10 +158,6 @@ impl<K: prost::Message + Default + Send + Sync + 'static> TypedLister<K> {
     /// How many objects were decoded so far (each version of each object once).
     pub fn decodes(&self) -> usize {
         self.cache.decodes.load(Ordering::Relaxed)
-    }
-
-    fn typed(&self, obj: &Arc<Object>) -> Result<Arc<K>, DecodeError> {
-        self.cache.get(obj, self.lister.store().len())
     }
 
     fn all(&self, objs: Vec<Arc<Object>>) -> Result<Vec<Arc<K>>, DecodeError> {
@@ -202,7 +238,7 @@ impl<K> fmt::Debug for TypedNamespaceLister<K> {
     }
 }
 
-impl<K: prost::Message + Default + Send + Sync + 'static> TypedNamespaceLister<K> {
+impl<K: Send + Sync + 'static> TypedNamespaceLister<K> {
     /// The object `name` of this namespace, typed.
     ///
     /// # Errors

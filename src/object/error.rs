@@ -130,6 +130,15 @@ pub enum DecodeError {
         /// The object's encoding.
         encoding: super::Encoding,
     },
+    /// A serde (k8s-openapi, `CustomResource`) read of an object the server sent as protobuf:
+    /// its schema-less bytes have no serde form. Read it as a k8s-pb type, or have the
+    /// informer ask for JSON ([`ApiResource::of`](crate::client::ApiResource::of); the
+    /// informers made from a `kube::Api` do).
+    #[error("serde decode of a {encoding:?} object (ask the server for JSON for serde types)")]
+    NotJson {
+        /// The object's encoding.
+        encoding: super::Encoding,
+    },
     /// prost rejected the bytes during a typed decode.
     #[error("typed decode: {0}")]
     Typed(#[from] prost::DecodeError),
@@ -153,6 +162,7 @@ impl DecodeError {
             DecodeError::BadMagic { .. }
             | DecodeError::UnknownEncoding { .. }
             | DecodeError::NotProtobuf { .. }
+            | DecodeError::NotJson { .. }
             | DecodeError::Typed(_) => {}
         }
         self

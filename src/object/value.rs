@@ -123,6 +123,25 @@ impl Object {
         }
     }
 
+    /// Deserializes the object into a serde type: a k8s-openapi kind
+    /// (`k8s_openapi::api::core::v1::Pod`), a `#[derive(CustomResource)]` struct, or any
+    /// `DeserializeOwned` of the object's shape. A full parse of the cached bytes on every call
+    /// (typed listers cache the result per object version).
+    ///
+    /// # Errors
+    /// [`DecodeError::NotJson`] for protobuf objects; [`DecodeError::Json`] when the document
+    /// is not a `T`.
+    pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        match self.encoding {
+            Encoding::Json => {
+                serde_json::from_slice(&self.raw).map_err(|e| DecodeError::json(&e, 0))
+            }
+            Encoding::Protobuf => Err(DecodeError::NotJson {
+                encoding: self.encoding,
+            }),
+        }
+    }
+
     /// Parses a JSON object into a `serde_json::Value` (for custom resources).
     ///
     /// # Errors

@@ -17,7 +17,7 @@ pub struct StoreClosed;
 /// handler ([`super::Reflector::with_error_handler`]) and counted in
 /// [`super::ReflectorMetrics::errors`]; the reflector then recovers by itself (retry, re-watch
 /// or relist, as the variant's docs say). None of them stops it: only [`StoreClosed`] does.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReflectorError {
     /// A list request (any page) failed. Expired or "too large resource version" answers make

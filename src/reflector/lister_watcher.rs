@@ -201,4 +201,10 @@ pub trait ListerWatcher: Send + Sync + 'static {
         &self,
         opts: &WatchOptions,
     ) -> impl Future<Output = Result<WatchResponse<Self::Body>, ApiError>> + Send;
+
+    /// What is listed and watched, for logs and the default informer name (e.g.
+    /// `v1/pods in default`); the type's name unless overridden.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_owned()
+    }
 }

@@ -286,6 +286,10 @@ impl<L: ListerWatcher> Reflector<L> {
         ReflectorMetrics::inc(&self.metrics.errors);
         if err.status().is_some_and(is_expired) {
             ReflectorMetrics::inc(&self.metrics.expired);
+            // Routine: a watch or list older than the server keeps (client-go logs it at info).
+            tracing::info!(error = %err, "resourceVersion expired; relisting");
+        } else {
+            tracing::warn!(error = %err, "list/watch failed; retrying after a backoff");
         }
         if let Some(h) = &self.error_handler {
             h(err);

@@ -373,7 +373,7 @@ pub fn start_informer<L: ListerWatcher>(
     let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
     for (i, v) in views.iter().enumerate() {
         informer
-            .add_event_handler_with_options(
+            .add_event_handler(
                 v.clone(),
                 HandlerOptions::new()
                     .name(format!("h{i}"))
