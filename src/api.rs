@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn scopes_come_from_the_kube_type() {
-        assert!(<<Pod as kube::Resource>::Scope as Scope>::NAMESPACED);
-        assert!(!<<Namespace as kube::Resource>::Scope as Scope>::NAMESPACED);
+        const { assert!(<<Pod as kube::Resource>::Scope as Scope>::NAMESPACED) };
+        const { assert!(!<<Namespace as kube::Resource>::Scope as Scope>::NAMESPACED) };
     }
 }

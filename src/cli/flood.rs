@@ -1135,7 +1135,7 @@ fn run_pipeline<L: ListerWatcher>(
 
     informer.start(runtime.handle());
     if let Err(e) = runtime.block_on(informer.wait_for_cache_sync(Duration::from_secs(120))) {
-        return Err(format!("the informer did not sync within 120 s: {e}").into());
+        return Err(format!("the informer did not sync within 120 s: {e}"));
     }
     let list_done = clock.start.elapsed();
 
