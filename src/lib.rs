@@ -36,6 +36,11 @@ pub mod store;
 pub mod trace;
 pub mod workqueue;
 
+// The README's Rust snippets compile (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 // The types a controller touches, at the root.
 pub use api::{KubeInformer, KubeInformerFactory, MakeHttpListerWatcher};
 pub use client::{ApiResource, ClientOptions, HttpListerWatcher};
@@ -44,7 +49,7 @@ pub use factory::{SharedInformerFactory, TypedInformer};
 pub use fifo::DeltaObject;
 pub use informer::{
     CacheSyncError, Event, EventError, EventStream, HandlerOptions, Informer, InformerConfig,
-    Lister, Registration, TypedLister,
+    InformerMetricsProvider, Lister, Registration, TypedLister, strip_managed_fields,
 };
 pub use object::{DecodeError, Object, ObjectKey};
 pub use reflector::{ListerWatcher, ReflectorError};

@@ -28,17 +28,21 @@ mod gate;
 mod lister;
 mod options;
 mod process;
+mod prometheus;
 mod resync;
 mod selector;
 mod sink;
 mod sync_error;
+mod transform;
 mod typed;
 
 pub use events::{ERROR_BACKLOG, Event, EventError, EventStream};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{HandlerOptions, InformerConfig, MIN_RESYNC_PERIOD};
+pub use prometheus::InformerMetricsProvider;
 pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
 pub use sync_error::CacheSyncError;
+pub use transform::strip_managed_fields;
 pub use typed::{TypedIndexError, TypedLister, TypedNamespaceLister};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -185,6 +189,10 @@ struct Shared {
     name: String,
     /// The event streams' shares of the reflector's errors.
     error_feeds: Mutex<Vec<Weak<ErrorFeed>>>,
+    /// Time per processed batch (for [`InformerMetricsProvider`]).
+    processing: prometheus::LatencyHistogram,
+    /// The reflector's counters, set by `start`.
+    reflector_metrics: OnceLock<Arc<ReflectorMetrics>>,
 }
 
 impl Shared {
@@ -210,7 +218,6 @@ pub struct Informer<L: ListerWatcher> {
     shared: Arc<Shared>,
     lw: Arc<L>,
     reflector_config: ReflectorConfig,
-    reflector_metrics: Mutex<Option<Arc<ReflectorMetrics>>>,
     /// Set by `start`; `set_transform` checks it under the `transform` lock.
     started: AtomicBool,
     /// A transform set before start, moved into `active_transform` by `start`.
@@ -283,10 +290,11 @@ impl<L: ListerWatcher> Informer<L> {
                 synced_or_stopped: Marker::new(),
                 name,
                 error_feeds: Mutex::new(Vec::new()),
+                processing: prometheus::LatencyHistogram::default(),
+                reflector_metrics: OnceLock::new(),
             }),
             lw: Arc::new(lw),
             reflector_config: config.reflector,
-            reflector_metrics: Mutex::new(None),
             started: AtomicBool::new(false),
             transform: Mutex::new(config.transform),
             watch_error_handler: Mutex::new(None),
@@ -302,6 +310,14 @@ impl<L: ListerWatcher> Informer<L> {
     /// (client-go `InformerName`).
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// The resourceVersion of the last change applied to the store: every delta up to it has
+    /// been applied, a relist's whole list included (client-go's store
+    /// `LastStoreSyncResourceVersion`; the reflector's own, which runs ahead of the store, is
+    /// `LastSyncResourceVersion`). 0 before the first list. Also [`Store::resource_version`].
+    pub fn last_store_sync_resource_version(&self) -> u64 {
+        self.shared.store.resource_version()
     }
 
     /// The lock-free read handle of the informer's store (client-go `GetIndexer`).
@@ -326,10 +342,13 @@ impl<L: ListerWatcher> Informer<L> {
 
     /// The reflector's counters, once started.
     pub fn reflector_metrics(&self) -> Option<Arc<ReflectorMetrics>> {
-        self.reflector_metrics
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.shared.reflector_metrics.get().cloned()
+    }
+
+    /// Reports this informer's metrics through `metrics` (see [`InformerMetricsProvider`])
+    /// until it is dropped; a second call with the same provider does nothing.
+    pub fn report_metrics_to(&self, metrics: &InformerMetricsProvider) {
+        metrics.add(Arc::downgrade(&self.shared));
     }
 
     /// `true` once started.
@@ -610,10 +629,7 @@ impl<L: ListerWatcher> Informer<L> {
                     shared.report_error(err);
                 }
             }));
-        *self
-            .reflector_metrics
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(reflector.metrics());
+        let _ = self.shared.reflector_metrics.set(reflector.metrics());
         let reflector_gate = Arc::new(gate::Gate::default());
         let reflector_task = handle.spawn(reflector_gate.guard(async move {
             let _ = reflector.run().await;

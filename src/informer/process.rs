@@ -37,7 +37,9 @@ pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
             }
         };
         if let Some(batch) = batch {
+            let start = std::time::Instant::now();
             process_batch(shared, &batch);
+            shared.processing.observe(start.elapsed());
             // Dropping the batch completes it: the DeltaFIFO stops overlaying it on the store
             // and counts it towards has_synced, now that the store holds it.
             drop(batch);
