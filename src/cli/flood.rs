@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
-use informer::fifo::DeltaObject;
+use informer::fifo::{DeltaObject, FifoKind};
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{
     DEFAULT_FRAME_LIMIT, Object, ObjectKey, decode_list, parse_resource_version,
@@ -60,6 +60,15 @@ pub(crate) enum Policy {
     Coalesce,
 }
 
+/// The informer's queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Fifo {
+    /// Per-key delta lists (client-go DeltaFIFO).
+    Delta,
+    /// Every change in order, relists applied atomically (client-go RealFIFO).
+    Real,
+}
+
 /// Arguments of `informer flood`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct FloodArgs {
@@ -104,6 +113,9 @@ pub(crate) struct FloodArgs {
     /// Overflow policy of every handler.
     #[arg(long, value_enum, default_value_t = Policy::Unbounded)]
     policy: Policy,
+    /// The informer's queue.
+    #[arg(long, value_enum, default_value_t = Fifo::Delta)]
+    fifo: Fifo,
     /// Percent of changes that are updates once the object count is reached (the rest are
     /// creates and deletes in equal parts).
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u32).range(0..=100))]
@@ -508,6 +520,10 @@ fn run_inner(args: &FloodArgs) -> Result<bool, String> {
     let config = InformerConfig {
         store: StoreConfig::new().shards(args.shards),
         reflector: reflector_config(args),
+        fifo: match args.fifo {
+            Fifo::Delta => FifoKind::DeltaFifo,
+            Fifo::Real => FifoKind::RealFifo,
+        },
         ..Default::default()
     };
     let writer = match &args.record {

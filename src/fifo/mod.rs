@@ -50,10 +50,11 @@
 
 mod delta;
 mod error;
+mod in_order;
 mod known;
 mod queue;
 
 pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas, IntoIter};
 pub use error::{PopError, TryPopError};
 pub use known::KnownObjects;
-pub use queue::{Batch, Builder, DeltaFifo, KeyDeltas, Transform};
+pub use queue::{Batch, Builder, DeltaFifo, FifoKind, KeyDeltas, Transform};

@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 
 use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
 use super::error::{PopError, TryPopError};
+use super::in_order::InOrder;
 use super::known::KnownObjects;
 use crate::object::{Object, ObjectKey, parse_resource_version};
 use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
@@ -23,6 +24,21 @@ pub type Transform = Arc<dyn Fn(Arc<Object>) -> Arc<Object> + Send + Sync>;
 
 /// `unsynced` before the first `replace`.
 const UNPOPULATED: usize = usize::MAX;
+
+/// How the queue keeps changes (client-go has both; `RealFIFO` is its default since 1.33).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FifoKind {
+    /// Per-key delta lists (client-go `DeltaFIFO`): a key is queued once, its new changes join
+    /// its list, keys pop in first-enqueue order. A hot key's changes are applied together,
+    /// ahead of changes to other keys made between them.
+    #[default]
+    DeltaFifo,
+    /// Every change its own entry, popped in arrival order (client-go `RealFIFO`); a batch
+    /// never holds two changes of one key, and a relist is one batch: the store moves from
+    /// the old list to the new one in one version before any handler hears of it (client-go
+    /// `AtomicFIFO`, `ReplacedAll`), deletions it found first, then the listed objects.
+    RealFifo,
+}
 
 /// A queue of per-key deltas (client-go `DeltaFIFO`); see the [module docs](super) for the rules.
 ///
@@ -51,8 +67,10 @@ struct Shared {
 }
 
 struct Inner {
-    /// Deltas per queued key; a key is here iff it is in `queue`.
+    /// Deltas per queued key; a key is here iff it is in `queue` ([`FifoKind::DeltaFifo`]).
     items: HashMap<ObjectKey, Deltas>,
+    /// Every change in order ([`FifoKind::RealFifo`]; `items` and `queue` stay empty).
+    in_order: Option<InOrder>,
     /// Queued keys in first-enqueue order, each once.
     queue: VecDeque<ObjectKey>,
     /// Keys popped in batches not yet completed, with the state the consumer is applying. Only
@@ -96,6 +114,7 @@ pub struct KeyDeltas {
 pub struct Builder {
     known: Option<Arc<dyn KnownObjects>>,
     transform: Option<Transform>,
+    kind: FifoKind,
 }
 
 impl Builder {
@@ -116,12 +135,19 @@ impl Builder {
         self
     }
 
+    /// Per-key deltas (the default) or every change in order; see [`FifoKind`].
+    pub fn kind(mut self, kind: FifoKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// Builds the queue.
     pub fn build(self) -> DeltaFifo {
         DeltaFifo {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
                     items: HashMap::new(),
+                    in_order: (self.kind == FifoKind::RealFifo).then(InOrder::default),
                     queue: VecDeque::new(),
                     in_flight: HashMap::new(),
                     next_batch: 0,
@@ -146,6 +172,7 @@ impl fmt::Debug for Builder {
         f.debug_struct("Builder")
             .field("known_objects", &self.known.is_some())
             .field("transform", &self.transform.is_some())
+            .field("kind", &self.kind)
             .finish()
     }
 }
@@ -190,7 +217,7 @@ impl DeltaFifo {
         let obj = self.transform(obj);
         let key = obj.key();
         let mut inner = self.lock();
-        if !inner.items.contains_key(&key) && self.known_get(&inner, &key).is_none() {
+        if !is_queued(&inner, &key) && self.known_get(&inner, &key).is_none() {
             return;
         }
         let wake = enqueue(&mut inner, key, Delta::new(DeltaType::Deleted, obj));
@@ -224,6 +251,12 @@ impl DeltaFifo {
         let mut inner = self.lock();
         // Recorded under the lock before any item can be popped.
         inner.replaced_rv = parse_resource_version(resource_version).unwrap_or(0);
+        if inner.in_order.is_some() {
+            let wake = self.replace_in_order(&mut inner, list, &listed);
+            self.mark_populated(&mut inner);
+            self.wake(inner, wake);
+            return;
+        }
         let mut wake = false;
         for (key, obj) in list {
             wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Replaced, obj));
@@ -255,14 +288,71 @@ impl DeltaFifo {
             wake |= enqueue_tombstone(&mut inner, key, obj);
         }
 
+        self.mark_populated(&mut inner);
+        self.wake(inner, wake);
+    }
+
+    /// The first `replace` populates the queue: what it left queued is the initial list.
+    fn mark_populated(&self, inner: &mut Inner) {
         if !inner.populated {
             inner.populated = true;
-            inner.initial_unpopped = inner.queue.len();
-            self.shared
-                .unsynced
-                .store(inner.queue.len(), Ordering::Release);
+            let n = queued_len(inner);
+            inner.initial_unpopped = n;
+            self.shared.unsynced.store(n, Ordering::Release);
         }
-        self.wake(inner, wake);
+    }
+
+    /// [`FifoKind::RealFifo`]'s `replace`: one group of entries (popped as one batch), the
+    /// tombstones of keys queued or known but not listed first, then the listed objects in
+    /// list order (client-go `ReplacedAll`). A key whose newest queued change is a deletion
+    /// gets no tombstone: it is already on its way out (the per-key queue collapses the two
+    /// deletions instead). Returns whether the queue was empty.
+    fn replace_in_order(
+        &self,
+        inner: &mut Inner,
+        list: Vec<(ObjectKey, Arc<Object>)>,
+        listed: &HashSet<ObjectKey>,
+    ) -> bool {
+        let was_empty = queued_len(inner) == 0;
+        let mut gone: Vec<(ObjectKey, Arc<Object>)> = {
+            let q = inner.in_order.as_ref().expect("in-order queue");
+            let mut queued: Vec<ObjectKey> = q
+                .queued_keys()
+                .filter(|k| !listed.contains(*k))
+                .cloned()
+                .collect();
+            queued.sort();
+            queued
+                .into_iter()
+                .filter_map(|k| q.newest(&k).map(|o| (k, o)))
+                .collect()
+        };
+        for key in self.known_keys(inner) {
+            let queued = inner.in_order.as_ref().is_some_and(|q| q.is_queued(&key));
+            if listed.contains(&key) || queued {
+                continue;
+            }
+            if let Some(obj) = self.known_get(inner, &key) {
+                gone.push((key, obj));
+            }
+        }
+        let q = inner.in_order.as_mut().expect("in-order queue");
+        let group = q.new_group();
+        for (key, obj) in gone {
+            let tombstone = DeletedFinalStateUnknown {
+                key: key.clone(),
+                obj,
+            };
+            let delta = Delta {
+                kind: DeltaType::Deleted,
+                object: tombstone.into(),
+            };
+            q.push(key, delta, group);
+        }
+        for (key, obj) in list {
+            q.push(key, Delta::new(DeltaType::Replaced, obj), group);
+        }
+        was_empty && queued_len(inner) > 0
     }
 
     /// Queues a [`DeltaType::Sync`] delta for every known key that has nothing queued (client-go
@@ -274,7 +364,7 @@ impl DeltaFifo {
         let mut inner = self.lock();
         let mut wake = false;
         for key in self.known_keys(&inner) {
-            if inner.items.contains_key(&key) {
+            if is_queued(&inner, &key) {
                 continue;
             }
             if let Some(obj) = self.known_get(&inner, &key) {
@@ -311,19 +401,23 @@ impl DeltaFifo {
         self.lock().closed
     }
 
-    /// Number of queued keys.
+    /// Number of queued keys ([`FifoKind::RealFifo`]: of queued changes).
     pub fn len(&self) -> usize {
-        self.lock().queue.len()
+        queued_len(&self.lock())
     }
 
-    /// `true` when no key is queued.
+    /// `true` when nothing is queued.
     pub fn is_empty(&self) -> bool {
-        self.lock().queue.is_empty()
+        queued_len(&self.lock()) == 0
     }
 
-    /// Queued keys in pop order.
+    /// Queued keys in pop order ([`FifoKind::RealFifo`]: one per queued change).
     pub fn queued_keys(&self) -> Vec<ObjectKey> {
-        self.lock().queue.iter().cloned().collect()
+        let inner = self.lock();
+        match &inner.in_order {
+            Some(q) => q.keys_in_order(),
+            None => inner.queue.iter().cloned().collect(),
+        }
     }
 
     /// Pops up to `max` (at least one) distinct keys with their deltas, in first-enqueue order,
@@ -338,7 +432,7 @@ impl DeltaFifo {
     pub fn pop_batch(&self, max: usize) -> Result<Batch, PopError> {
         let mut inner = self.lock();
         loop {
-            if !inner.queue.is_empty() {
+            if queued_len(&inner) > 0 {
                 return Ok(self.take_locked(&mut inner, max));
             }
             if inner.closed {
@@ -361,7 +455,7 @@ impl DeltaFifo {
     /// closed and empty.
     pub fn try_pop_batch(&self, max: usize) -> Result<Batch, TryPopError> {
         let mut inner = self.lock();
-        if !inner.queue.is_empty() {
+        if queued_len(&inner) > 0 {
             Ok(self.take_locked(&mut inner, max))
         } else if inner.closed {
             Err(TryPopError::Closed)
@@ -430,7 +524,7 @@ impl DeltaFifo {
         let mut wake = false;
         for (kind, key, obj) in prepared {
             if kind == DeltaType::Deleted
-                && !inner.items.contains_key(&key)
+                && !is_queued(&inner, &key)
                 && self.known_get(&inner, &key).is_none()
             {
                 continue;
@@ -490,18 +584,32 @@ impl DeltaFifo {
     }
 
     fn take_locked(&self, inner: &mut Inner, max: usize) -> Batch {
-        let n = max.max(1).min(inner.queue.len());
         let id = inner.next_batch;
         inner.next_batch += 1;
         let track = self.shared.known.is_some();
-        let mut items = Vec::with_capacity(n);
+        let taken: Vec<(ObjectKey, Deltas)> = match &mut inner.in_order {
+            Some(q) => q
+                .take(max)
+                .into_iter()
+                .map(|(key, delta)| (key, std::iter::once(delta).collect()))
+                .collect(),
+            None => {
+                let n = max.max(1).min(inner.queue.len());
+                (0..n)
+                    .map(|_| {
+                        let key = inner.queue.pop_front().expect("n <= queue length");
+                        let deltas = inner
+                            .items
+                            .remove(&key)
+                            .expect("every queued key has deltas");
+                        (key, deltas)
+                    })
+                    .collect()
+            }
+        };
+        let mut items = Vec::with_capacity(taken.len());
         let mut initial = 0;
-        for _ in 0..n {
-            let key = inner.queue.pop_front().expect("n <= queue length");
-            let deltas = inner
-                .items
-                .remove(&key)
-                .expect("every queued key has deltas");
+        for (key, deltas) in taken {
             let is_in_initial_list = inner.initial_unpopped > 0;
             if is_in_initial_list {
                 inner.initial_unpopped -= 1;
@@ -551,9 +659,30 @@ fn enqueue_tombstone(inner: &mut Inner, key: ObjectKey, obj: Arc<Object>) -> boo
     )
 }
 
-/// Appends `delta` to `key`'s deltas, queueing the key if it was not. Returns `true` when the
-/// queue was empty before.
+/// Whether `key` has something queued.
+fn is_queued(inner: &Inner, key: &ObjectKey) -> bool {
+    match &inner.in_order {
+        Some(q) => q.is_queued(key),
+        None => inner.items.contains_key(key),
+    }
+}
+
+/// Queued keys ([`FifoKind::DeltaFifo`]) or changes ([`FifoKind::RealFifo`]).
+fn queued_len(inner: &Inner) -> usize {
+    match &inner.in_order {
+        Some(q) => q.len(),
+        None => inner.queue.len(),
+    }
+}
+
+/// Appends `delta` to `key`'s deltas, queueing the key if it was not ([`FifoKind::RealFifo`]:
+/// appends it as its own entry). Returns `true` when the queue was empty before.
 fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
+    if let Some(q) = &mut inner.in_order {
+        let was_empty = q.len() == 0;
+        q.push(key, delta, 0);
+        return was_empty;
+    }
     let was_empty = inner.queue.is_empty();
     match inner.items.entry(key) {
         Entry::Occupied(mut e) => e.get_mut().push(delta),
@@ -591,7 +720,15 @@ impl fmt::Debug for DeltaFifo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.lock();
         f.debug_struct("DeltaFifo")
-            .field("queued", &inner.queue.len())
+            .field("queued", &queued_len(&inner))
+            .field(
+                "kind",
+                &if inner.in_order.is_some() {
+                    FifoKind::RealFifo
+                } else {
+                    FifoKind::DeltaFifo
+                },
+            )
             .field("in_flight", &inner.in_flight.len())
             .field("populated", &inner.populated)
             .field("closed", &inner.closed)

@@ -260,6 +260,7 @@ impl<L: ListerWatcher> Informer<L> {
         let active_transform: Arc<OnceLock<Transform>> = Arc::new(OnceLock::new());
         let slot = active_transform.clone();
         let fifo = DeltaFifo::builder()
+            .kind(config.fifo)
             .known_objects(Arc::new(KnownStore(reader.clone())))
             .transform(move |o: Arc<Object>| match slot.get() {
                 Some(t) => t(o),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::distributor::OverflowPolicy;
-use crate::fifo::Transform;
+use crate::fifo::{FifoKind, Transform};
 use crate::reflector::ReflectorConfig;
 use crate::store::StoreConfig;
 
@@ -22,8 +22,13 @@ pub struct InformerConfig {
     pub store: StoreConfig,
     /// List/watch behaviour.
     pub reflector: ReflectorConfig,
-    /// Most keys popped from the DeltaFIFO and applied as one store version: 0 = 1024.
+    /// Most keys popped from the DeltaFIFO and applied as one store version: 0 = 1024
+    /// (client-go's `PopBatch` takes up to 1 000).
     pub batch_size: usize,
+    /// The queue between the reflector and the store: per-key deltas
+    /// ([`FifoKind::DeltaFifo`], the default) or every change in order with atomic relists
+    /// ([`FifoKind::RealFifo`], client-go's default since 1.33).
+    pub fifo: FifoKind,
     /// Applied to every object before it is queued (e.g. [`Object::without_managed_fields`]);
     /// see also [`Informer::set_transform`](super::Informer::set_transform).
     ///
@@ -41,6 +46,7 @@ impl std::fmt::Debug for InformerConfig {
             .field("store", &self.store)
             .field("reflector", &self.reflector)
             .field("batch_size", &self.batch_size)
+            .field("fifo", &self.fifo)
             .field("transform", &self.transform.is_some())
             .field("default_resync", &self.default_resync)
             .finish()
