@@ -106,5 +106,40 @@ fn watch_stream(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, protobuf, json, watch_stream);
+/// What a kube-rs user pays for typed objects on each path, for the same HEAD Pod in both
+/// encodings: the informer's per-event decode (metadata first) and a typed read (prost into
+/// k8s-pb, serde into k8s-openapi). Behind `KubeInformer`'s choice of JSON (src/api.rs).
+fn typed_read(c: &mut Criterion) {
+    use k8s_openapi::api::core::v1::Pod as OpenApiPod;
+    let pb = fixture("k8s-testdata/HEAD/core.v1.Pod.pb");
+    let json = fixture("k8s-testdata/HEAD/core.v1.Pod.json");
+    let mut g = c.benchmark_group("typed-read/head-pod");
+    g.bench_function("protobuf: informer metadata-first", |b| {
+        b.iter(|| object::decode(pb.clone()).unwrap())
+    });
+    g.bench_function("json: informer metadata-first", |b| {
+        b.iter(|| object::decode(json.clone()).unwrap())
+    });
+    let pb_obj = object::decode(pb.clone()).unwrap();
+    g.bench_function("protobuf: k8s-pb Pod (prost)", |b| {
+        b.iter(|| pb_obj.decode::<k8s_pb::api::core::v1::Pod>().unwrap())
+    });
+    let json_obj = object::decode(json.clone()).unwrap();
+    g.bench_function("json: k8s-openapi Pod (serde)", |b| {
+        b.iter(|| json_obj.deserialize::<OpenApiPod>().unwrap())
+    });
+    g.finish();
+
+    let big = fixture(
+        "real/openshift-insights-real-objects/pods/openshift-monitoring_prometheus-k8s-0.json",
+    );
+    let big_obj = object::decode(big).unwrap();
+    let mut g = c.benchmark_group("typed-read/openshift-pod");
+    g.bench_function("json: k8s-openapi Pod (serde)", |b| {
+        b.iter(|| big_obj.deserialize::<OpenApiPod>().unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, protobuf, json, watch_stream, typed_read);
 criterion_main!(benches);
