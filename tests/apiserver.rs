@@ -819,3 +819,64 @@ async fn the_controller_example_against_the_real_server() {
         "{lines:#?}"
     );
 }
+
+/// A metadata-only informer (`as=PartialObjectMetadata`, controller-runtime's metadata
+/// informers) against the real server, over protobuf and over JSON: the store holds
+/// `meta.k8s.io/v1` `PartialObjectMetadata` objects equal, by key, uid and resourceVersion, to a
+/// fresh list, through creates, updates and deletes; the server sent no `data`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_informers_hold_partial_object_metadata() {
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    for protobuf in [true, false] {
+        let ns = namespace(&client, "metadata-only").await;
+        let created = configmaps(&client, &ns, 0..40).await;
+        let resource = ApiResource::core("v1", "configmaps", "ConfigMap")
+            .in_namespace(&ns)
+            .metadata_only()
+            .with_protobuf(protobuf);
+        let (informer, views) = started(
+            HttpListerWatcher::new(client.clone(), resource),
+            reflector(),
+            1,
+        )
+        .await;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        replace_each(&api, created[..20].to_vec(), |c: &mut ConfigMap| {
+            c.data
+                .get_or_insert_with(Default::default)
+                .insert("changed".into(), "a-value-kept-out-of-metadata".into());
+        })
+        .await;
+        delete_each(
+            &api,
+            created[20..30]
+                .iter()
+                .map(|c| c.metadata.name.clone().unwrap())
+                .collect(),
+        )
+        .await;
+        configmaps(&client, &ns, 40..45).await;
+        let expected = fresh_configmaps(&client, &ns).await;
+        assert_eq!(expected.len(), 35);
+        assert_converged(&informer, &views, &expected, "metadata only").await;
+        for obj in informer.lister().list() {
+            assert!(obj.is_partial_object_metadata(), "{:?}", obj.gvk());
+            assert_eq!(
+                obj.encoding(),
+                if protobuf {
+                    Encoding::Protobuf
+                } else {
+                    Encoding::Json
+                }
+            );
+            // The data's field names show in managedFields; its values do not.
+            let text = String::from_utf8_lossy(obj.raw());
+            assert!(
+                !text.contains("a-value-kept-out-of-metadata"),
+                "no data: {text}"
+            );
+        }
+        tokio::task::block_in_place(|| informer.shutdown());
+    }
+}

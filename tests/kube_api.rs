@@ -269,3 +269,51 @@ async fn a_factory_from_a_client_and_a_sync_error_that_names_the_informer() {
     assert_eq!(err.to_string(), "not synced after the wait: v1/namespaces");
     tokio::task::block_in_place(|| factory.shutdown());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_informers_against_our_server_in_both_encodings() {
+    for templates in ["head", "openshift"] {
+        for protobuf in [true, false] {
+            let sim = sim(templates, |c| c.initial_objects(30).target_objects(30));
+            let server = start(&sim).await;
+            let resource = informer::ApiResource::core("v1", "pods", "Pod")
+                .metadata_only()
+                .with_protobuf(protobuf);
+            let lw = informer::HttpListerWatcher::new(client(&server.url()), resource);
+            let informer = Informer::new(lw, InformerConfig::default());
+            assert_eq!(informer.name(), "v1/pods (metadata)");
+            informer.start(&tokio::runtime::Handle::current());
+            informer
+                .wait_for_cache_sync(Duration::from_secs(30))
+                .await
+                .unwrap();
+            let rv = sim.flood(500).await.unwrap();
+            informer.store().wait_for(rv).await.unwrap();
+            let truth = sim.truth();
+            let cached: Versions = informer
+                .store()
+                .snapshot()
+                .iter()
+                .map(|(k, o)| {
+                    (
+                        k.clone(),
+                        (o.uid().to_owned(), o.resource_version().to_owned()),
+                    )
+                })
+                .collect();
+            assert_eq!(cached, truth.versions(), "{templates} protobuf={protobuf}");
+            for obj in informer.lister().list() {
+                assert!(obj.is_partial_object_metadata());
+                let full = &truth.objects[obj.key_ref()];
+                let mut expected = full.meta().clone();
+                if obj.encoding() != full.encoding() {
+                    expected.managed_fields.clear();
+                }
+                assert_eq!(obj.meta().labels, expected.labels);
+                assert_eq!(obj.meta().owner_references, expected.owner_references);
+                assert!(obj.raw().len() < full.raw().len());
+            }
+            tokio::task::block_in_place(|| informer.shutdown());
+        }
+    }
+}

@@ -89,9 +89,9 @@ impl HttpListerWatcher {
 
     /// Sends a GET for `uri`; a non-2xx answer is read (up to 1 MiB) and returned as its
     /// `Status`.
-    async fn get(&self, uri: &str) -> Result<Response<KubeBody>, ApiError> {
+    async fn get(&self, uri: &str, accept: &str) -> Result<Response<KubeBody>, ApiError> {
         let req = Request::get(uri)
-            .header(ACCEPT, self.resource.accept())
+            .header(ACCEPT, accept)
             .body(KubeBody::empty())
             .map_err(|e| {
                 ApiError::Transport(TransportError::new(
@@ -241,6 +241,9 @@ impl ListerWatcher for HttpListerWatcher {
             d.push_str(" in ");
             d.push_str(ns);
         }
+        if r.metadata_only {
+            d.push_str(" (metadata)");
+        }
         d
     }
 
@@ -251,7 +254,9 @@ impl ListerWatcher for HttpListerWatcher {
     /// [`ApiError::Status`] for non-2xx answers, [`ApiError::Transport`] for connection
     /// failures, [`ApiError::Decode`] for a page over [`HttpListerWatcher::max_list_bytes`].
     async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
-        let resp = self.get(&self.resource.list_uri(opts)).await?;
+        let resp = self
+            .get(&self.resource.list_uri(opts), &self.resource.list_accept())
+            .await?;
         read_body(resp.into_body(), self.max_list_bytes, false).await
     }
 
@@ -261,7 +266,12 @@ impl ListerWatcher for HttpListerWatcher {
     /// # Errors
     /// As [`HttpListerWatcher::list`]; an unknown `Content-Type` is [`ApiError::Decode`].
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<HttpWatchBody>, ApiError> {
-        let resp = self.get(&self.resource.watch_uri(opts)).await?;
+        let resp = self
+            .get(
+                &self.resource.watch_uri(opts),
+                &self.resource.watch_accept(),
+            )
+            .await?;
         let format = watch_format(resp.headers())?;
         Ok(WatchResponse {
             format,

@@ -35,6 +35,11 @@ pub struct ApiResource {
     /// serializer). When set, requests accept protobuf first and JSON second; either answer is
     /// decoded.
     pub protobuf: bool,
+    /// Ask for metadata only: the server answers `meta.k8s.io/v1` `PartialObjectMetadata`
+    /// objects (and lists of them) instead of whole objects (controller-runtime's metadata
+    /// informers, client-go's metadata client). A server that cannot converts nothing and
+    /// sends whole objects, which decode the same way.
+    pub metadata_only: bool,
 }
 
 impl ApiResource {
@@ -48,6 +53,7 @@ impl ApiResource {
             kind: kind.to_owned(),
             namespace: None,
             protobuf: is_builtin_group(group),
+            metadata_only: false,
         }
     }
 
@@ -92,6 +98,53 @@ impl ApiResource {
     pub fn with_protobuf(mut self, protobuf: bool) -> Self {
         self.protobuf = protobuf;
         self
+    }
+
+    /// The same resource, asked for metadata only ([`ApiResource::metadata_only`]). Protobuf
+    /// is offered for every group then: `PartialObjectMetadata` has a protobuf form even for
+    /// custom resources.
+    ///
+    /// # Examples
+    /// ```
+    /// use informer::client::ApiResource;
+    /// let secrets = ApiResource::core("v1", "secrets", "Secret").metadata_only();
+    /// assert!(secrets.watch_accept().starts_with(
+    ///     "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,"
+    /// ));
+    /// assert!(secrets.list_accept().contains("as=PartialObjectMetadataList"));
+    /// ```
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self.protobuf = true;
+        self
+    }
+
+    /// The `Accept` header of list requests: [`accept`](Self::accept), or for
+    /// [`metadata_only`](Self::metadata_only) `PartialObjectMetadataList` in protobuf, then
+    /// in JSON, then plain JSON (what client-go's metadata client sends).
+    pub fn list_accept(&self) -> String {
+        self.conversion_accept("PartialObjectMetadataList")
+    }
+
+    /// The `Accept` header of watch requests: as [`list_accept`](Self::list_accept) with
+    /// `PartialObjectMetadata` (watch events carry single objects).
+    pub fn watch_accept(&self) -> String {
+        self.conversion_accept("PartialObjectMetadata")
+    }
+
+    fn conversion_accept(&self, kind: &str) -> String {
+        if !self.metadata_only {
+            return self.accept().to_owned();
+        }
+        let json = format!("application/json;as={kind};g=meta.k8s.io;v=v1");
+        if self.protobuf {
+            format!(
+                "application/vnd.kubernetes.protobuf;as={kind};g=meta.k8s.io;v=v1,{json},application/json"
+            )
+        } else {
+            format!("{json},application/json")
+        }
     }
 
     /// `apiVersion`: `version` for the core group, else `group/version`.

@@ -14,6 +14,7 @@ mod error;
 mod json;
 mod list;
 mod meta;
+mod partial;
 mod protobuf;
 mod text;
 mod value;
@@ -25,6 +26,7 @@ pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
 pub use meta::{
     GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version,
 };
+pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
 pub use text::{Str, StrMap, StrMapIter};
 pub use value::{Encoding, MAGIC, Object, decode};

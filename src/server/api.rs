@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use super::discovery::{self, ServedResource};
 use super::filter::{Filter, bad_request, status};
-use super::negotiate::negotiate;
+use super::negotiate::{negotiate, partial_metadata};
 use super::transcode::JsonTranscoder;
 use crate::object::{
     ApiStatus, DEFAULT_FRAME_LIMIT, Encoding, GroupVersionKind, Object, ObjectKey, WatchDecoder,
@@ -295,10 +295,16 @@ impl Api {
         query: &[(String, String)],
         accept: Option<&str>,
     ) -> Response<ResponseBody> {
-        let enc = match self.encoding(accept) {
-            Ok(e) => e,
-            Err(r) => return *r,
+        // A metadata-only request (`as=PartialObjectMetadata`): every object has that form.
+        let meta_only = partial_metadata(accept);
+        let enc = match meta_only {
+            Some(e) => e,
+            None => match self.encoding(accept) {
+                Ok(e) => e,
+                Err(r) => return *r,
+            },
         };
+        let meta_only = meta_only.is_some();
         let Some(target) = self.target(rest) else {
             return error_response(
                 &status(
@@ -371,10 +377,10 @@ impl Api {
                 label_selector,
                 field_selector: None,
             };
-            return self.watch(opts, filter, enc).await;
+            return self.watch(opts, filter, enc, meta_only).await;
         }
         if let Some(name) = target.name {
-            return self.get(target.namespace, name, enc);
+            return self.get(target.namespace, name, enc, meta_only);
         }
         let limit = match q("limit").filter(|l| !l.is_empty()).map(str::parse::<u32>) {
             None => None,
@@ -393,9 +399,10 @@ impl Api {
         };
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
         let page = if filter.is_empty() {
-            self.list_page(&opts, enc).await
+            self.list_page(&opts, enc, meta_only).await
         } else {
-            self.filtered_list_page(&opts, &filter, enc).await
+            self.filtered_list_page(&opts, &filter, enc, meta_only)
+                .await
         };
         match page {
             Ok(body) => response(StatusCode::OK, content_type(enc), body),
@@ -405,15 +412,21 @@ impl Api {
 
     /// A list page straight from the simulator, re-encoded when the client asked for the other
     /// encoding.
-    async fn list_page(&self, opts: &ListOptions, enc: Encoding) -> Result<Bytes, ApiError> {
+    async fn list_page(
+        &self,
+        opts: &ListOptions,
+        enc: Encoding,
+        meta_only: bool,
+    ) -> Result<Bytes, ApiError> {
         let body = self.sim.list(opts).await?;
-        if enc == self.sim.encoding() {
+        if enc == self.sim.encoding() && !meta_only {
             return Ok(body);
         }
         let list = decode_list(body)?;
         let items: Vec<&Object> = list.items.iter().collect();
         self.encode_list(
             enc,
+            meta_only,
             &list.resource_version,
             &list.continue_token,
             list.remaining_item_count,
@@ -430,6 +443,7 @@ impl Api {
         opts: &ListOptions,
         filter: &Filter,
         enc: Encoding,
+        meta_only: bool,
     ) -> Result<Bytes, ApiError> {
         let (full, after) = match opts.continue_token.as_deref() {
             Some(token) => {
@@ -487,17 +501,39 @@ impl Api {
         } else {
             (String::new(), None)
         };
-        self.encode_list(enc, &list.resource_version, &token, remaining, &items)
+        self.encode_list(
+            enc,
+            meta_only,
+            &list.resource_version,
+            &token,
+            remaining,
+            &items,
+        )
     }
 
     fn encode_list(
         &self,
         enc: Encoding,
+        meta_only: bool,
         rv: &str,
         token: &str,
         remaining: Option<i64>,
         items: &[&Object],
     ) -> Result<Bytes, ApiError> {
+        if meta_only {
+            let partial = items
+                .iter()
+                .map(|o| o.to_partial_object_metadata(enc))
+                .collect::<Result<Vec<Object>, _>>()?;
+            let refs: Vec<&Object> = partial.iter().collect();
+            let gvk = crate::object::partial_gvk(crate::object::PARTIAL_OBJECT_METADATA_LIST);
+            return Ok(match enc {
+                Encoding::Protobuf => encode_list_protobuf(&gvk, rv, token, remaining, &refs),
+                Encoding::Json => {
+                    crate::object::encode_list_json(&gvk, rv, token, remaining, &refs)?
+                }
+            });
+        }
         match enc {
             Encoding::Protobuf => {
                 if items.iter().any(|o| o.encoding() != Encoding::Protobuf) {
@@ -561,7 +597,13 @@ impl Api {
         }
     }
 
-    fn get(&self, namespace: Option<&str>, name: &str, enc: Encoding) -> Response<ResponseBody> {
+    fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        enc: Encoding,
+        meta_only: bool,
+    ) -> Response<ResponseBody> {
         let key = ObjectKey::new(namespace.unwrap_or(""), name);
         let not_found = || {
             status(
@@ -574,6 +616,10 @@ impl Api {
             return error_response(&not_found(), enc);
         };
         let body = match enc {
+            _ if meta_only => obj
+                .to_partial_object_metadata(enc)
+                .map(|p| p.to_wire())
+                .map_err(ApiError::from),
             Encoding::Protobuf if obj.encoding() == Encoding::Protobuf => Ok(obj.to_wire()),
             Encoding::Protobuf => Err(ApiError::Status(status(
                 406,
@@ -593,12 +639,13 @@ impl Api {
         opts: WatchOptions,
         filter: Filter,
         enc: Encoding,
+        meta_only: bool,
     ) -> Response<ResponseBody> {
         let resp = match self.sim.watch(&opts).await {
             Ok(r) => r,
             Err(e) => return api_error_response(e, enc),
         };
-        let pass = filter.is_empty() && enc == self.sim.encoding();
+        let pass = filter.is_empty() && enc == self.sim.encoding() && !meta_only;
         let mode = if pass {
             Mode::Pass
         } else {
@@ -607,6 +654,7 @@ impl Api {
                 filter,
                 target: enc,
                 json: self.json.clone(),
+                meta_only,
             }))
         };
         self.stats.watches.fetch_add(1, Ordering::Relaxed);
@@ -788,6 +836,8 @@ struct Transform {
     filter: Filter,
     target: Encoding,
     json: Option<JsonTranscoder>,
+    /// Send each object's `PartialObjectMetadata` (a metadata-only watch).
+    meta_only: bool,
 }
 
 /// One watch response body.
@@ -848,6 +898,7 @@ impl WatchStream {
                 filter,
                 target,
                 json,
+                meta_only,
             } = &mut **t;
             let mut events = Vec::new();
             match chunk {
@@ -876,6 +927,27 @@ impl WatchStream {
                     WatchEvent::Bookmark(_) | WatchEvent::Error(_) => true,
                 };
                 if !keep {
+                    continue;
+                }
+                if *meta_only {
+                    let partial = |o: &Object| o.to_partial_object_metadata(*target);
+                    let ev = match ev {
+                        WatchEvent::Added(o) => partial(o).map(WatchEvent::Added),
+                        WatchEvent::Modified(o) => partial(o).map(WatchEvent::Modified),
+                        WatchEvent::Deleted(o) => partial(o).map(WatchEvent::Deleted),
+                        other => Ok(other.clone()),
+                    };
+                    let r = ev.map_err(io::Error::other).and_then(|ev| match *target {
+                        Encoding::Protobuf => {
+                            encode_watch_frame(&ev, &mut out);
+                            Ok(())
+                        }
+                        Encoding::Json => crate::object::encode_watch_line(&ev, &mut out)
+                            .map_err(io::Error::other),
+                    });
+                    if let Err(e) = r {
+                        return Some(Err(e));
+                    }
                     continue;
                 }
                 let r = match (*target, json.as_ref()) {

@@ -62,11 +62,78 @@ pub(crate) fn negotiate(
     None
 }
 
+/// The encoding of a metadata-only answer, when the client's most preferred media range asks
+/// for `as=PartialObjectMetadata` or `as=PartialObjectMetadataList` (`g=meta.k8s.io`,
+/// `v=v1` or `v1beta1`) in protobuf or JSON, as client-go's metadata client does; `None` when a
+/// plain type (or nothing producible) comes first. Both kinds are accepted on lists and
+/// watches alike. Every object has a metadata-only form in either encoding.
+pub(crate) fn partial_metadata(accept: Option<&str>) -> Option<Encoding> {
+    let accept = accept?;
+    let mut ranges: Vec<(f32, usize, &str, Option<&str>, Option<&str>, Option<&str>)> = Vec::new();
+    for (i, range) in accept.split(',').enumerate() {
+        let mut parts = range.split(';');
+        let mime = parts.next().unwrap_or("").trim();
+        let (mut q, mut conv, mut g, mut v) = (1.0f32, None, None, None);
+        for p in parts {
+            let (k, val) = p.split_once('=').unwrap_or((p, ""));
+            match k.trim() {
+                "q" => q = val.trim().parse().unwrap_or(1.0),
+                "as" => conv = Some(val.trim()),
+                "g" => g = Some(val.trim()),
+                "v" => v = Some(val.trim()),
+                _ => {}
+            }
+        }
+        if q > 0.0 {
+            ranges.push((q, i, mime, conv, g, v));
+        }
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, mime, conv, g, v) in ranges {
+        let enc = match mime.to_ascii_lowercase().as_str() {
+            "application/vnd.kubernetes.protobuf" => Some(Encoding::Protobuf),
+            "application/json" => Some(Encoding::Json),
+            _ => None,
+        };
+        match conv {
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
+                if g == Some("meta.k8s.io") && matches!(v, Some("v1" | "v1beta1")) =>
+            {
+                if enc.is_some() {
+                    return enc;
+                }
+            }
+            // Other conversions (Table, ...) are skipped, as `negotiate` does.
+            Some(_) => {}
+            None if enc.is_some() || matches!(mime, "*/*" | "application/*") => return None,
+            None => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const KUBECTL_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+    #[test]
+    fn metadata_only_answers_follow_the_first_preference() {
+        use Encoding::*;
+        let client_go = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(partial_metadata(Some(client_go)), Some(Protobuf));
+        let json = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(partial_metadata(Some(json)), Some(Json));
+        assert_eq!(partial_metadata(Some(KUBECTL_TABLE)), None);
+        assert_eq!(partial_metadata(Some("application/json")), None);
+        assert_eq!(partial_metadata(None), None);
+        let wrong_group = "application/json;as=PartialObjectMetadata;g=example.com;v=v1";
+        assert_eq!(partial_metadata(Some(wrong_group)), None);
+        let plain_first =
+            "application/json,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        assert_eq!(partial_metadata(Some(plain_first)), None);
+    }
 
     #[test]
     fn picks_like_the_api_server() {
