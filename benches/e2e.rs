@@ -45,7 +45,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
 use informer::distributor::EventHandler;
-use informer::fifo::DeltaObject;
+use informer::fifo::{DeltaObject, FifoKind};
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, parse_resource_version};
 use informer::reflector::{
@@ -583,12 +583,22 @@ fn inproc_raw_drain(p: &InProc, rt: &tokio::runtime::Runtime) -> Duration {
     )
 }
 
-/// Our informer in process: simulator → reflector → DeltaFIFO → store → `handlers` handlers
-/// (each records the newest resourceVersion it saw; the clock stops when all saw the last).
-fn inproc_informer_drain(p: &InProc, rt: &tokio::runtime::Runtime, handlers: usize) -> Duration {
+/// Our informer in process: simulator → reflector → DeltaFIFO (or RealFIFO) → store →
+/// `handlers` handlers (each records the newest resourceVersion it saw; the clock stops when
+/// all saw the last).
+fn inproc_informer_drain(
+    p: &InProc,
+    rt: &tokio::runtime::Runtime,
+    handlers: usize,
+    fifo: FifoKind,
+) -> Duration {
     p.drain(
         |p| {
-            let informer = Informer::new(p.lister_watcher(), InformerConfig::default());
+            let config = InformerConfig {
+                fifo,
+                ..Default::default()
+            };
+            let informer = Informer::new(p.lister_watcher(), config);
             let seen: Vec<Arc<Finish>> = (0..handlers)
                 .map(|i| {
                     let last = Finish::new();
@@ -647,11 +657,19 @@ fn e2e_inproc(c: &mut Criterion) {
             g.bench_function(format!("informer-{handlers}-handlers"), |b| {
                 b.iter_custom(|iters| {
                     (0..iters)
-                        .map(|_| inproc_informer_drain(p, &rt, handlers))
+                        .map(|_| inproc_informer_drain(p, &rt, handlers, FifoKind::DeltaFifo))
                         .sum()
                 })
             });
         }
+        // The same drain on a RealFIFO: what in-order delivery costs (BENCHMARKS.md, "RealFIFO").
+        g.bench_function("informer-4-handlers-realfifo", |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| inproc_informer_drain(p, &rt, 4, FifoKind::RealFifo))
+                    .sum()
+            })
+        });
         if let Some(env) = &p.http {
             g.bench_function("kube-runtime-json-loopback", |b| {
                 b.iter_custom(|iters| (0..iters).map(|_| kube_runtime_drain(env)).sum())

@@ -26,6 +26,17 @@ pub type Transform = Arc<dyn Fn(Arc<Object>) -> Arc<Object> + Send + Sync>;
 const UNPOPULATED: usize = usize::MAX;
 
 /// How the queue keeps changes (client-go has both; `RealFIFO` is its default since 1.33).
+///
+/// # Examples
+/// ```
+/// use informer::fifo::{DeltaFifo, FifoKind};
+/// use informer::{Informer, InformerConfig};
+/// let queue = DeltaFifo::builder().kind(FifoKind::RealFifo).build();
+/// assert!(queue.is_empty());
+/// // An informer on a RealFIFO:
+/// let config = InformerConfig { fifo: FifoKind::RealFifo, ..Default::default() };
+/// # drop(config);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum FifoKind {
     /// Per-key delta lists (client-go `DeltaFIFO`): a key is queued once, its new changes join

@@ -413,6 +413,24 @@ impl<L: ListerWatcher> Informer<L> {
     ///
     /// # Errors
     /// [`AlreadyStarted`] after [`start`](Self::start).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use informer::{Informer, InformerConfig};
+    /// # use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+    /// # let sim = SimServer::new(SimConfig::new(Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap())).unwrap();
+    /// let informer = Informer::new(sim, InformerConfig::default());
+    /// let failures = Arc::new(AtomicU64::new(0));
+    /// let f = failures.clone();
+    /// informer
+    ///     .set_watch_error_handler(move |e| {
+    ///         f.fetch_add(1, Ordering::Relaxed);
+    ///         eprintln!("{e}");
+    ///     })
+    ///     .unwrap();
+    /// ```
     pub fn set_watch_error_handler(
         &self,
         handler: impl Fn(&ReflectorError) + Send + Sync + 'static,
@@ -473,6 +491,12 @@ impl<L: ListerWatcher> Informer<L> {
     ///
     /// # Errors
     /// As [`add_stream`](Self::add_stream).
+    ///
+    /// # Examples
+    /// See [`EventStream`]; for a typed informer, [`TypedInformer::events`] passes its own
+    /// lister.
+    ///
+    /// [`TypedInformer::events`]: crate::TypedInformer::events
     pub fn events<K: Send + Sync + 'static>(
         &self,
         lister: TypedLister<K>,

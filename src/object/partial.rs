@@ -30,6 +30,17 @@ impl Object {
     ///
     /// # Errors
     /// Only when the metadata does not encode (never for decoded objects).
+    ///
+    /// # Examples
+    /// ```
+    /// use informer::object::{Encoding, decode};
+    /// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/k8s-testdata/HEAD/core.v1.Pod.pb");
+    /// let pod = decode(std::fs::read(path).unwrap().into()).unwrap();
+    /// let meta = pod.to_partial_object_metadata(Encoding::Protobuf).unwrap();
+    /// assert!(meta.is_partial_object_metadata());
+    /// assert_eq!(meta.meta(), pod.meta());
+    /// assert!(meta.raw().len() < pod.raw().len());
+    /// ```
     pub fn to_partial_object_metadata(&self, encoding: Encoding) -> Result<Object, DecodeError> {
         let gvk = Arc::new(partial_gvk(PARTIAL_OBJECT_METADATA));
         let shell = match encoding {

@@ -131,6 +131,15 @@ impl Object {
     /// # Errors
     /// [`DecodeError::NotJson`] for protobuf objects; [`DecodeError::Json`] when the document
     /// is not a `T`.
+    ///
+    /// # Examples
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/k8s-testdata/HEAD/core.v1.Pod.json");
+    /// let obj = informer::object::decode(std::fs::read(path).unwrap().into()).unwrap();
+    /// let pod: Pod = obj.deserialize().unwrap();
+    /// assert_eq!(pod.metadata.name.as_deref(), Some(obj.name()));
+    /// ```
     pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
         match self.encoding {
             Encoding::Json => {
