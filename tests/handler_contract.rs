@@ -632,3 +632,66 @@ async fn a_block_handler_can_shut_its_informer_down() {
             .is_err()
     );
 }
+
+/// Removing a handler waits until it has handled everything published to it before the
+/// removal, and nothing after (client-go v0.37 `ShutDownEventHandler`; its older
+/// `RemoveEventHandler` returns at once while queued calls still run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_handler_waits_until_it_has_drained() {
+    let sim = SimServer::new(sim_config(100, 3)).unwrap();
+    let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
+    let handled = Arc::new(AtomicUsize::new(0));
+    let slow = |n: &AtomicUsize| {
+        std::thread::sleep(Duration::from_micros(200));
+        n.fetch_add(1, Ordering::SeqCst);
+    };
+    let (a, u, d) = (handled.clone(), handled.clone(), handled.clone());
+    let reg = informer
+        .add_event_handler(
+            HandlerFns::new()
+                .with_add(move |_, _| slow(&a))
+                .with_update(move |_, _| slow(&u))
+                .with_delete(move |_| slow(&d)),
+            HandlerOptions::new().name("slow"),
+        )
+        .unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let rv = sim.flood(2_000).await.unwrap();
+    informer.store().wait_for(rv).await.unwrap();
+    let published = reg.listener().stats().published;
+    assert!(
+        handled.load(Ordering::SeqCst) < published as usize,
+        "the slow handler is still behind when it is removed"
+    );
+    let (inf, r) = (informer.clone(), reg.clone());
+    within(60, "remove_event_handler", move || {
+        inf.remove_event_handler(&r)
+    });
+    let at_return = handled.load(Ordering::SeqCst);
+    let stats = reg.listener().stats();
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    assert_eq!(
+        stats.delivered, stats.published,
+        "everything published was handled before the removal returned"
+    );
+    assert!(at_return as u64 >= published, "{at_return} of {published}");
+    let rv = sim.flood(500).await.unwrap();
+    informer.store().wait_for(rv).await.unwrap();
+    let inf = informer.clone();
+    tokio::task::spawn_blocking(move || inf.flush())
+        .await
+        .unwrap();
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        at_return,
+        "nothing after removal"
+    );
+    let inf = informer.clone();
+    tokio::task::spawn_blocking(move || inf.shutdown())
+        .await
+        .unwrap();
+}
