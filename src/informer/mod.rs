@@ -603,8 +603,8 @@ impl<L: ListerWatcher> Informer<L> {
     /// Removes a handler and waits until it has drained (client-go v0.37
     /// `ShutDownEventHandler`; client-go's `RemoveEventHandler` returns while queued calls
     /// still run): it finishes what was published to it, then stops (a stream ends). Waits
-    /// for a thread handler to finish, unless called from that handler (then it returns at
-    /// once and the handler stops after its current call). Never waits for room in the handler's channel: a full `Block`
+    /// for a thread handler to finish, unless called from that handler (then it returns
+    /// without waiting). Never waits for room in the handler's channel: a full `Block`
     /// handler may remove itself, and a stream's reader may remove it without polling it.
     pub fn remove_event_handler(&self, registration: &Registration) {
         let id = registration.listener.id();
