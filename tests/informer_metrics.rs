@@ -25,8 +25,10 @@ fn sample(text: &str, line_start: &str) -> f64 {
 async fn metrics_report_queue_store_latency_handlers_and_reflector() {
     let sim = sim("head", |c| c.initial_objects(50).target_objects(50));
     let (registry, metrics) = InformerMetricsProvider::new_registry();
-    let mut config = InformerConfig::default();
-    config.name = Some("pods".into());
+    let config = InformerConfig {
+        name: Some("pods".into()),
+        ..Default::default()
+    };
     let informer = Informer::new(sim.clone(), config);
     informer.report_metrics_to(&metrics);
     informer.report_metrics_to(&metrics); // once per provider
@@ -117,10 +119,10 @@ async fn strip_managed_fields_applies_to_the_initial_list_and_every_event() {
     for obj in initial.iter().chain(all.iter()) {
         assert!(obj.meta().managed_fields.is_empty(), "{}", obj.key());
         let truth = &sim.truth().objects;
-        if let Some(t) = truth.get(obj.key_ref()) {
-            if t.resource_version() == obj.resource_version() {
-                assert!(obj.raw().len() < t.raw().len(), "smaller than the server's");
-            }
+        if let Some(t) = truth.get(obj.key_ref())
+            && t.resource_version() == obj.resource_version()
+        {
+            assert!(obj.raw().len() < t.raw().len(), "smaller than the server's");
         }
     }
     tokio::task::block_in_place(|| informer.shutdown());

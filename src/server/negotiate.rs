@@ -68,44 +68,57 @@ pub(crate) fn negotiate(
 /// plain type (or nothing producible) comes first. Both kinds are accepted on lists and
 /// watches alike. Every object has a metadata-only form in either encoding.
 pub(crate) fn partial_metadata(accept: Option<&str>) -> Option<Encoding> {
-    let accept = accept?;
-    let mut ranges: Vec<(f32, usize, &str, Option<&str>, Option<&str>, Option<&str>)> = Vec::new();
-    for (i, range) in accept.split(',').enumerate() {
+    /// One media range: preference, position, type, and its `as`, `g` and `v` parameters.
+    struct Range<'a> {
+        q: f32,
+        at: usize,
+        mime: &'a str,
+        conversion: Option<&'a str>,
+        group: Option<&'a str>,
+        version: Option<&'a str>,
+    }
+    let mut ranges: Vec<Range<'_>> = Vec::new();
+    for (at, range) in accept?.split(',').enumerate() {
         let mut parts = range.split(';');
-        let mime = parts.next().unwrap_or("").trim();
-        let (mut q, mut conv, mut g, mut v) = (1.0f32, None, None, None);
+        let mut r = Range {
+            q: 1.0,
+            at,
+            mime: parts.next().unwrap_or("").trim(),
+            conversion: None,
+            group: None,
+            version: None,
+        };
         for p in parts {
             let (k, val) = p.split_once('=').unwrap_or((p, ""));
             match k.trim() {
-                "q" => q = val.trim().parse().unwrap_or(1.0),
-                "as" => conv = Some(val.trim()),
-                "g" => g = Some(val.trim()),
-                "v" => v = Some(val.trim()),
+                "q" => r.q = val.trim().parse().unwrap_or(1.0),
+                "as" => r.conversion = Some(val.trim()),
+                "g" => r.group = Some(val.trim()),
+                "v" => r.version = Some(val.trim()),
                 _ => {}
             }
         }
-        if q > 0.0 {
-            ranges.push((q, i, mime, conv, g, v));
+        if r.q > 0.0 {
+            ranges.push(r);
         }
     }
-    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, _, mime, conv, g, v) in ranges {
-        let enc = match mime.to_ascii_lowercase().as_str() {
+    ranges.sort_by(|a, b| b.q.total_cmp(&a.q).then(a.at.cmp(&b.at)));
+    for r in ranges {
+        let enc = match r.mime.to_ascii_lowercase().as_str() {
             "application/vnd.kubernetes.protobuf" => Some(Encoding::Protobuf),
             "application/json" => Some(Encoding::Json),
             _ => None,
         };
-        match conv {
+        let partial = matches!(
+            r.conversion,
             Some("PartialObjectMetadata" | "PartialObjectMetadataList")
-                if g == Some("meta.k8s.io") && matches!(v, Some("v1" | "v1beta1")) =>
-            {
-                if enc.is_some() {
-                    return enc;
-                }
-            }
+        ) && r.group == Some("meta.k8s.io")
+            && matches!(r.version, Some("v1" | "v1beta1"));
+        match r.conversion {
+            Some(_) if partial && enc.is_some() => return enc,
             // Other conversions (Table, ...) are skipped, as `negotiate` does.
             Some(_) => {}
-            None if enc.is_some() || matches!(mime, "*/*" | "application/*") => return None,
+            None if enc.is_some() || matches!(r.mime, "*/*" | "application/*") => return None,
             None => {}
         }
     }
