@@ -12,9 +12,9 @@
 //! | kube-runtime                                  | informer                                                 |
 //! |-----------------------------------------------|----------------------------------------------------------|
 //! | `watcher(api, watcher::Config::default())`    | `KubeInformer::from_api(api, InformerConfig::default())` (its `events()` is a `watcher`-shaped stream) |
-//! | `reflector::Store<K>` (`store.get(&ObjectRef)`) | `TypedLister<K>` (`lister.get(ns, name)`)              |
+//! | `reflector::Store<K>` (`store.get(&ObjectRef)`) | `TypedLister<K>` (`lister.get_by_key(&key)`, `lister.get(ns, name)`) |
 //! | `store.wait_until_ready()`                    | `informer.wait_for_cache_sync(timeout)`                  |
-//! | `Controller::run(reconcile, error_policy, ctx)` | a handler that adds keys to a `WorkQueue`, N workers that `get` a key, read the lister, `forget`/`add_rate_limited`, `done` |
+//! | `Controller::run(reconcile, error_policy, ctx)` | a `WorkQueue<ObjectKey>` registered as the handler (it enqueues every changed key), N workers that `get` a key, read the lister, `forget`/`add_rate_limited`, `done` |
 //! | `Controller` concurrency                      | the number of workers                                    |
 //! | `error_policy` → `Action::requeue(d)`         | `queue.add_rate_limited(key)` (per-key exponential backoff) |
 //! | reconcile gets `Arc<K>`                       | a worker gets a key and reads the lister: the object may be gone |
@@ -213,7 +213,7 @@ mod with_informer {
     use std::time::Duration;
 
     use informer::{
-        HandlerFns, HandlerOptions, InformerConfig, KubeInformer, ObjectKey, TypedLister, WorkQueue,
+        HandlerOptions, InformerConfig, KubeInformer, ObjectKey, TypedLister, WorkQueue,
     };
     use k8s_openapi::api::apps::v1::Deployment;
     use kube::Api;
@@ -223,7 +223,7 @@ mod with_informer {
     /// A worker: takes a key, reconciles it from the lister, marks it done.
     async fn worker(queue: WorkQueue<ObjectKey>, lister: TypedLister<Deployment>, ctx: Arc<Ctx>) {
         while let Ok(key) = queue.get_async().await {
-            match lister.get(key.namespace(), key.name()) {
+            match lister.get_by_key(&key) {
                 Ok(Some(d)) => {
                     ctx.reconcile(&d);
                     queue.forget(&key);
@@ -250,19 +250,14 @@ mod with_informer {
         let queue = WorkQueue::<ObjectKey>::builder()
             .name("deployments")
             .build();
-        let (q1, q2, q3) = (queue.clone(), queue.clone(), queue.clone());
-        let _registration = informer.add_event_handler(
-            HandlerFns::new()
-                .with_add(move |d, _| q1.add(d.key()))
-                .with_update(move |_, d| q2.add(d.key()))
-                .with_delete(move |d| q3.add(d.key())),
-            HandlerOptions::new().name("deployments"),
-        )?;
+        // The queue is the handler: every add, update and delete enqueues the object's key.
+        let _registration =
+            informer.add_event_handler(queue.clone(), HandlerOptions::new().name("deployments"))?;
         informer.start(&tokio::runtime::Handle::current());
         informer
             .wait_for_cache_sync(Duration::from_secs(30))
             .await?;
-        println!("synced: {} deployments", informer.store().len());
+        println!("synced: {} deployments", informer.lister().len());
         let workers: Vec<_> = (0..args.workers)
             .map(|_| tokio::spawn(worker(queue.clone(), informer.lister(), ctx.clone())))
             .collect();
@@ -280,7 +275,7 @@ mod with_informer {
         for w in workers {
             let _ = w.await;
         }
-        tokio::task::block_in_place(|| informer.shutdown());
+        informer.shutdown_async().await;
         Ok(report)
     }
 }

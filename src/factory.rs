@@ -600,6 +600,21 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// exception (a call from inside an informer's own task poll) and the blocking rules are
     /// those of [`Informer::shutdown`].
     pub fn shutdown(&self) {
+        for i in self.stop_all() {
+            i.shutdown();
+        }
+    }
+
+    /// [`shutdown`](Self::shutdown) for async code: each informer's
+    /// [`Informer::shutdown_async`], so no runtime worker blocks.
+    pub async fn shutdown_async(&self) {
+        for i in self.stop_all() {
+            i.shutdown_async().await;
+        }
+    }
+
+    /// Marks the factory shut down; its informers.
+    fn stop_all(&self) -> Vec<Arc<Informer<Filtered<L>>>> {
         let informers: Vec<_> = {
             let mut state = self.state();
             state.shut_down = true;
@@ -609,9 +624,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
                 .map(|s| s.informer.clone())
                 .collect()
         };
-        for i in informers {
-            i.shutdown();
-        }
+        informers
     }
 }
 

@@ -695,3 +695,54 @@ async fn removing_a_handler_waits_until_it_has_drained() {
         .await
         .unwrap();
 }
+
+/// `shutdown_async` waits for handlers to finish their queues without blocking the runtime:
+/// on a current-thread runtime another task keeps running meanwhile.
+#[test]
+fn shutdown_async_does_not_block_a_current_thread_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let sim = SimServer::new(sim_config(40, 5)).unwrap();
+        let informer = Informer::new(sim.clone(), InformerConfig::default());
+        let handled = Arc::new(AtomicUsize::new(0));
+        let h = handled.clone();
+        informer
+            .add_event_handler(
+                HandlerFns::new().with_add(move |_, _| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    h.fetch_add(1, Ordering::SeqCst);
+                }),
+                HandlerOptions::new(),
+            )
+            .unwrap();
+        informer.start(&tokio::runtime::Handle::current());
+        informer
+            .wait_for_cache_sync(Duration::from_secs(30))
+            .await
+            .unwrap();
+        // Synced means the initial adds were handed over, not handled: the handler is busy.
+        let ticks = Arc::new(AtomicUsize::new(0));
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                t.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let before = handled.load(Ordering::SeqCst);
+        informer.shutdown_async().await;
+        assert_eq!(handled.load(Ordering::SeqCst), 40, "the queue was finished");
+        if before < 30 {
+            assert!(
+                ticks.load(Ordering::SeqCst) > 0,
+                "the runtime's other task ran during the shutdown"
+            );
+        }
+        assert!(informer.is_stopped());
+        ticker.abort();
+        drop(informer); // does not block: already stopped
+    });
+}

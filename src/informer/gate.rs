@@ -25,6 +25,11 @@ thread_local! {
     static POLLING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether this thread is inside the poll of a gated task.
+pub(crate) fn in_gated_poll() -> bool {
+    POLLING.get()
+}
+
 /// Shared by a gated task and the informer that stops it.
 #[derive(Debug, Default)]
 pub(crate) struct Gate {

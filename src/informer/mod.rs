@@ -749,29 +749,70 @@ impl<L: ListerWatcher> Informer<L> {
     ///
     /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
     pub fn shutdown(&self) {
-        let (tasks, gates) = {
-            let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
-            self.shared.fifo.close();
-            (std::mem::take(&mut *tasks), self.gates.get().cloned())
-        };
-        // Every caller waits for the polls in progress, not only the one that takes the tasks.
-        for gate in gates.iter().flatten() {
-            gate.stop();
+        let (tasks, gates) = self.begin_shutdown();
+        finish_shutdown(&self.shared, tasks, gates);
+    }
+
+    /// [`shutdown`](Self::shutdown) for async code: the same stop, with its waits (threads
+    /// joined, polls in progress, handlers finishing their queues) on tokio's blocking pool,
+    /// so no runtime worker is blocked; works on a current-thread runtime. Once it has
+    /// returned, dropping the informer does not block. Called from inside one of the
+    /// informer's own task polls (a lister-watcher, a transform), it does what `shutdown`
+    /// does there: it does not wait for the polls.
+    ///
+    /// # Cancel safety
+    /// The stop is started at the first poll and completes even if the future is dropped
+    /// (the blocking part then runs on without anyone waiting for it).
+    ///
+    /// # Examples
+    /// ```
+    /// # use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// # let sim = SimServer::new(SimConfig::new(Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap())).unwrap();
+    /// let informer = informer::Informer::new(sim, informer::InformerConfig::default());
+    /// informer.start(&tokio::runtime::Handle::current());
+    /// informer.shutdown_async().await;
+    /// assert!(informer.is_stopped());
+    /// # });
+    /// ```
+    pub async fn shutdown_async(&self) {
+        if gate::in_gated_poll() {
+            self.shutdown();
+            return;
         }
-        // Before joining the processing thread: it may be waiting for room at a Block stream
-        // that the caller itself would have to poll.
-        self.shared.distributor.abort_waits();
-        for t in tasks {
-            match t {
-                Task::Async(h) => h.abort(),
-                Task::Thread(h) => {
-                    let _ = h.join();
-                }
+        let (tasks, gates) = self.begin_shutdown();
+        let shared = self.shared.clone();
+        let _ = tokio::task::spawn_blocking(move || finish_shutdown(&shared, tasks, gates)).await;
+    }
+
+    /// Closes the queue and takes the tasks (and the gates every caller stops).
+    fn begin_shutdown(&self) -> (Vec<Task>, Option<[Arc<gate::Gate>; 2]>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        self.shared.fifo.close();
+        (std::mem::take(&mut *tasks), self.gates.get().cloned())
+    }
+}
+
+/// The waiting part of a shutdown: stops the gated tasks (waiting for polls in progress),
+/// joins the processing thread and lets every handler finish.
+fn finish_shutdown(shared: &Shared, tasks: Vec<Task>, gates: Option<[Arc<gate::Gate>; 2]>) {
+    // Every caller waits for the polls in progress, not only the one that takes the tasks.
+    for gate in gates.iter().flatten() {
+        gate.stop();
+    }
+    // Before joining the processing thread: it may be waiting for room at a Block stream
+    // that the caller itself would have to poll.
+    shared.distributor.abort_waits();
+    for t in tasks {
+        match t {
+            Task::Async(h) => h.abort(),
+            Task::Thread(h) => {
+                let _ = h.join();
             }
         }
-        self.shared.distributor.shutdown();
-        self.shared.synced_or_stopped.reach();
     }
+    shared.distributor.shutdown();
+    shared.synced_or_stopped.reach();
 }
 
 impl<L: ListerWatcher> Drop for Informer<L> {

@@ -164,6 +164,29 @@ impl<K: Send + Sync + 'static> TypedLister<K> {
         objs.iter().map(|o| self.typed(o)).collect()
     }
 
+    /// The object under `key` (`namespace/name`, or `name` for cluster-scoped objects), typed:
+    /// what a worker does with a key from its queue (client-go `GetByKey`).
+    ///
+    /// # Errors
+    /// [`DecodeError`] when it does not decode as `K`.
+    pub fn get_by_key(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, DecodeError> {
+        self.lister
+            .store()
+            .get(key.as_str())
+            .map(|o| self.typed(&o))
+            .transpose()
+    }
+
+    /// How many objects are cached.
+    pub fn len(&self) -> usize {
+        self.lister.store().len()
+    }
+
+    /// `true` when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The object `namespace/name`, typed.
     ///
     /// # Errors

@@ -47,6 +47,7 @@
 //! Rate limiters keep their own lock and are asked outside the queue's.
 
 mod clock;
+mod enqueue;
 mod metrics;
 mod queue;
 mod rate_limiter;
