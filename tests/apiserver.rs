@@ -880,3 +880,110 @@ async fn metadata_only_informers_hold_partial_object_metadata() {
         tokio::task::block_in_place(|| informer.shutdown());
     }
 }
+
+/// A `#[derive(CustomResource)]` type, as kube-rs users define their CRDs (the shape of the
+/// shared `widgets.example.com` CRD, whose spec keeps unknown fields).
+#[derive(
+    kube::CustomResource, serde::Deserialize, serde::Serialize, Clone, Debug, schemars::JsonSchema,
+)]
+#[kube(group = "example.com", version = "v1", kind = "Widget", namespaced)]
+struct WidgetSpec {
+    size: u32,
+    color: String,
+}
+
+/// `KubeInformer<Widget>` for a `CustomResource` type: GVR and scope from the type, typed reads
+/// (`Arc<Widget>`) of what was written through `Api<Widget>`, through updates and deletes, and
+/// the event stream's view equal to a fresh list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kube_informer_of_a_custom_resource_type() {
+    use futures_util::StreamExt;
+    use informer::{Event, KubeInformer};
+
+    let server = KubeApiServer::shared();
+    let client = server.client().await;
+    widget_crd(&client).await;
+    let ns = namespace(&client, "crd-typed").await;
+    let api: Api<Widget> = Api::namespaced(client.clone(), &ns);
+    let widget = |i: u32| {
+        Widget::new(
+            &format!("w-{i}"),
+            WidgetSpec {
+                size: i,
+                color: "blue".into(),
+            },
+        )
+    };
+    for i in 0..20 {
+        api.create(&PostParams::default(), &widget(i))
+            .await
+            .unwrap();
+    }
+    let informer = KubeInformer::from_api(api.clone(), InformerConfig::default());
+    assert_eq!(informer.name(), format!("example.com/v1/widgets in {ns}"));
+    let mut events = informer.events(HandlerOptions::new()).unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let mut w = api.get(&format!("w-{i}")).await.unwrap();
+        w.spec.color = "red".into();
+        api.replace(&format!("w-{i}"), &PostParams::default(), &w)
+            .await
+            .unwrap();
+    }
+    for i in 15..20 {
+        api.delete(&format!("w-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let fresh = api.list(&ListParams::default()).await.unwrap();
+    let expected = versions_of(fresh.items.iter().map(|w| &w.metadata));
+    let d = settle(Duration::from_secs(60), || {
+        diff(&expected, &store_versions(&informer))
+    })
+    .await;
+    assert_eq!(d, None);
+    let lister = informer.lister();
+    let red = lister
+        .list()
+        .unwrap()
+        .iter()
+        .filter(|w| w.spec.color == "red")
+        .count();
+    assert_eq!(red, 5);
+    let w3 = lister.get(&ns, "w-3").unwrap().unwrap();
+    assert_eq!((w3.spec.size, w3.spec.color.as_str()), (3, "red"));
+    assert!(lister.get(&ns, "w-17").unwrap().is_none());
+
+    // The stream's view, rebuilt from its events, ends equal to the fresh list.
+    let mut view = std::collections::BTreeMap::new();
+    let key = |w: &Widget| w.metadata.name.clone().unwrap();
+    while view.len() != 15
+        || view
+            .values()
+            .filter(|w: &&Arc<Widget>| w.spec.color == "red")
+            .count()
+            != 5
+    {
+        let item = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .expect("the stream caught up")
+            .expect("open");
+        match item.unwrap() {
+            Event::Added { object, .. } => {
+                view.insert(key(&object), object);
+            }
+            Event::Updated { new, .. } => {
+                view.insert(key(&new), new);
+            }
+            Event::Deleted { object, .. } => {
+                view.remove(&key(&object));
+            }
+            Event::Synced => {}
+        }
+    }
+    informer.shutdown_async().await;
+}
