@@ -42,7 +42,7 @@ where
     /// use k8s_openapi::api::core::v1::Pod;
     /// use kube::Api;
     ///
-    /// let client = kube::Client::try_default().await?;
+    /// let client = informer::ClientOptions::default().client().await?; // no kube retry layer
     /// let pods = KubeInformer::from_api(Api::<Pod>::namespaced(client, "default"), InformerConfig::default());
     /// pods.start(&tokio::runtime::Handle::current());
     /// pods.wait_for_cache_sync(Duration::from_secs(30)).await?;
@@ -76,7 +76,7 @@ impl KubeInformerFactory {
     /// use informer::SharedInformerFactory;
     /// use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
     ///
-    /// let client = kube::Client::try_default().await?;
+    /// let client = informer::ClientOptions::default().client().await?; // no kube retry layer
     /// let factory = SharedInformerFactory::from_client(client).namespace("default");
     /// let pods = factory.serde_informer::<Pod>();
     /// let deployments = factory.serde_informer::<Deployment>();

@@ -557,7 +557,8 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// # Cancel safety
     /// Cancel safe: it only observes.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
         let mut failed = Vec::new();
         for (_, informer) in self.started() {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -574,7 +575,8 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// # Errors
     /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
     pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
-        let deadline = std::time::Instant::now() + timeout;
+        let now = std::time::Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
         let failed = self
             .started()
             .into_iter()
@@ -628,6 +630,9 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     }
 }
 
+/// Stands for "no deadline" where a timeout does not fit in an `Instant` (`Duration::MAX`).
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 fn merge(failed: Vec<CacheSyncError>) -> Result<(), CacheSyncError> {
     if failed.is_empty() {
         return Ok(());
@@ -640,12 +645,6 @@ fn merge(failed: Vec<CacheSyncError>) -> Result<(), CacheSyncError> {
     Err(CacheSyncError::new(names, stopped))
 }
 
-impl<L: ListerWatcher, F> Drop for SharedInformerFactory<L, F> {
-    /// Shuts every informer down (each also does on its own drop).
-    fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        for s in state.informers.values() {
-            s.informer.shutdown();
-        }
-    }
-}
+// No `Drop`: dropping the factory drops only its own references. An informer handed out
+// (a `TypedInformer`, an `Arc<Informer>`) runs until it is shut down or its last reference goes
+// (`Informer`'s own drop shuts it down), as client-go's informers outlive their factory.

@@ -295,3 +295,27 @@ fn shutdown_waits_for_a_request_in_progress_and_no_request_follows() {
     assert_eq!(requests.load(Ordering::SeqCst), at_shutdown[0]);
     assert_eq!(at_shutdown[0], at_shutdown[1]);
 }
+
+/// An informer handed out by a factory outlives the factory (as client-go's do): dropping the
+/// factory drops only its own references. Waits of `Duration::MAX` mean "no deadline".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_outlive_their_factory_and_unbounded_waits_do_not_overflow() {
+    let pods = sim(10);
+    let informer = {
+        let factory =
+            SharedInformerFactory::new(move |_: &GroupVersionResource, _: Option<&str>| {
+                pods.clone()
+            });
+        let informer = factory.informer::<Pod>();
+        factory.start(&tokio::runtime::Handle::current());
+        factory.wait_for_cache_sync(Duration::MAX).await.unwrap();
+        tokio::task::block_in_place(|| factory.wait_for_cache_sync_blocking(Duration::MAX))
+            .unwrap();
+        informer
+    };
+    assert!(!informer.is_stopped(), "the factory's drop left it running");
+    informer.wait_for_cache_sync(Duration::MAX).await.unwrap();
+    assert_eq!(informer.lister().list().unwrap().len(), 10);
+    informer.shutdown_async().await;
+    assert!(informer.is_stopped());
+}

@@ -166,6 +166,11 @@ async fn the_event_stream_carries_list_watch_errors_and_goes_on() {
     match first {
         Err(EventError::ListWatch(e)) => {
             assert_eq!(e.status().map(|s| s.code), Some(500), "{e}");
+            let shown = EventError::ListWatch(e).to_string();
+            assert!(
+                shown.contains("500"),
+                "the cause is in the message: {shown}"
+            );
         }
         other => panic!("expected the list error first, got {other:?}"),
     }

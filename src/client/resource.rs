@@ -102,7 +102,12 @@ impl ApiResource {
 
     /// The same resource, asked for metadata only ([`ApiResource::metadata_only`]). Protobuf
     /// is offered for every group then: `PartialObjectMetadata` has a protobuf form even for
-    /// custom resources.
+    /// custom resources. The objects' metadata is decoded either way ([`Object::meta`]); for
+    /// serde reads (kube's `PartialObjectMeta<K>` through [`TypedLister::serde`]) ask for
+    /// JSON with [`with_protobuf(false)`](Self::with_protobuf) after this.
+    ///
+    /// [`Object::meta`]: crate::object::Object::meta
+    /// [`TypedLister::serde`]: crate::TypedLister::serde
     ///
     /// # Examples
     /// ```

@@ -60,8 +60,9 @@ pub enum Event<K> {
 #[non_exhaustive]
 pub enum EventError {
     /// A list or watch failed; the reflector backs off and retries (client-go's watch error
-    /// handler sees the same errors).
-    #[error("list/watch: {0}")]
+    /// handler sees the same errors). The message carries the whole cause chain (e.g. the
+    /// server's status), so `{e}` says why.
+    #[error("list/watch: {}", with_causes(.0.as_ref()))]
     ListWatch(Arc<ReflectorError>),
     /// An object of a notification does not decode as the stream's kind.
     #[error("object {key}: {source}")]
@@ -76,6 +77,18 @@ pub enum EventError {
     /// last [`ERROR_BACKLOG`]); the events themselves are never dropped.
     #[error("{0} list/watch errors dropped while the stream was not read")]
     ErrorsDropped(u64),
+}
+
+/// `err: cause: cause...`.
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// List/watch errors kept for a stream that is not being read.

@@ -139,7 +139,11 @@ impl Registration {
     /// [`wait_for_sync`](Self::wait_for_sync) for threads outside async code (std clock). Must
     /// not be called from this registration's own handler.
     pub fn wait_for_sync_blocking(&self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        let now = std::time::Instant::now();
+        // `Duration::MAX` does not fit in an `Instant`: a century stands for "no deadline".
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(100 * 365 * 24 * 3600));
         if !self.informer.wait_timeout(timeout) {
             return false;
         }

@@ -14,7 +14,9 @@ use kube::Api;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let client = kube::Client::try_default().await?;
+    // kubeconfig or in-cluster, as kubectl; kube's own retry layer off, so the informer's
+    // reflector sees every 429/5xx and backs off itself, as client-go's does.
+    let client = informer::ClientOptions::default().client().await?;
     let api: Api<ConfigMap> = match std::env::args().nth(1) {
         Some(ns) => Api::namespaced(client, &ns),
         None => Api::all(client),
