@@ -14,7 +14,10 @@
 //! ```
 //!
 //! [`factory::SharedInformerFactory`] keeps one informer per resource for a whole process,
-//! with typed listers for k8s-pb kinds.
+//! with typed listers for k8s-pb kinds (protobuf) and, from a `kube::Client`
+//! ([`SharedInformerFactory::from_client`]), for k8s-openapi and `CustomResource` kinds (JSON);
+//! [`TypedInformer::from_api`] starts one informer from a `kube::Api<K>`. The README's
+//! "In a controller" and "Coming from kube-rs" show both.
 //!
 //! Lower layers never import higher ones: [`object`] knows nothing of the [`store`], the store
 //! nothing of the [`reflector`].

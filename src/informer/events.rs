@@ -1,6 +1,7 @@
-//! [`EventStream`]: an informer's changes as a `Stream` of typed [`Event`]s with errors, the
-//! shape of kube-runtime's `watcher` (`Stream<Item = Result<Event<K>, Error>>`) on top of the
-//! informer's cache, so a kube-rs controller can swap one for the other.
+//! [`EventStream`]: an informer's changes as a `Stream` of typed [`Event`]s with errors, in
+//! the shape of kube-runtime's `watcher` (`Stream<Item = Result<Event<K>, Error>>`) on top of
+//! the informer's cache. The variants differ from `watcher::Event` (see [`Event`]), so
+//! kube-runtime's stream adapters (`WatchStreamExt`) do not apply to it.
 
 use std::collections::VecDeque;
 use std::fmt;

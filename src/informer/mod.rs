@@ -690,7 +690,7 @@ impl<L: ListerWatcher> Informer<L> {
     /// # Paused time
     /// The processing thread is not a tokio task: under paused tokio time (tests), a runtime
     /// with nothing else to do auto-advances to the timeout while that thread is still
-    /// applying the list, and this returns `false` early. There, wait with
+    /// applying the list, and this returns `Err` early. There, wait with
     /// [`wait_for_cache_sync_blocking`](Self::wait_for_cache_sync_blocking) inside
     /// `spawn_blocking` (tokio does not auto-advance while a blocking task runs), or poll
     /// [`has_synced`](Self::has_synced) between `yield_now`s.

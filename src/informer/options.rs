@@ -107,9 +107,12 @@ impl HandlerOptions {
 /// A resync period as used: zero stays zero (never), anything else at least
 /// [`MIN_RESYNC_PERIOD`].
 pub(crate) fn normalize_resync(period: Duration) -> Duration {
+    // Capped at a century so that `now + period` fits in an `Instant` (`Duration::MAX` would
+    // panic the resync task).
+    const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     if period.is_zero() {
         period
     } else {
-        period.max(MIN_RESYNC_PERIOD)
+        period.clamp(MIN_RESYNC_PERIOD, LONGEST)
     }
 }

@@ -55,7 +55,7 @@ pub struct OwnerReference {
 /// copies (JSON strings with escapes are the exception: they are unescaped into their own
 /// bytes); build them from text with `"x".into()`. `managedFields` is kept undecoded: one
 /// [`Bytes`] slice of the input per entry (decode one on demand with
-/// [`crate::wire::meta::ManagedFieldsEntry`]); JSON input keeps the JSON array text as one slice.
+/// `ManagedFieldsEntry`); JSON input keeps the JSON array text as one slice.
 ///
 /// Holding a decoded `ObjectMeta` keeps the buffer it was decoded from alive, as the object's
 /// raw bytes do; [`ObjectMeta::detached`] copies it out.
