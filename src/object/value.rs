@@ -27,7 +27,7 @@ pub struct Object {
 impl Object {
     /// Assembles an object from parts already decoded. `raw` must be the object in `encoding`
     /// (bare protobuf message or JSON document) and `meta` must be what it holds; nothing is
-    /// checked. Decoders and the simulator use this; most callers want [`decode`].
+    /// checked. Decoders and the simulator use this; most callers want [`decode`](super::decode).
     pub fn from_parts(
         gvk: Arc<GroupVersionKind>,
         meta: ObjectMeta,

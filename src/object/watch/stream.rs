@@ -29,7 +29,7 @@ enum Framer {
 
 /// Incremental watch-stream decoder: push chunks as they arrive, pull [`WatchEvent`]s.
 /// Object bytes are slices of the pushed chunks whenever a frame lies within one chunk and is
-/// at least `1/ratio` of it ([`DEFAULT_COMPACT_RATIO`]); smaller or straddling frames are
+/// at least `1/ratio` of it ([`DEFAULT_COMPACT_RATIO`](super::DEFAULT_COMPACT_RATIO)); smaller or straddling frames are
 /// copied once into a buffer of their exact size.
 ///
 /// # Examples
@@ -59,7 +59,7 @@ impl WatchDecoder {
         }
     }
 
-    /// Sets the compaction ratio (see [`DEFAULT_COMPACT_RATIO`]); 0 = always zero-copy.
+    /// Sets the compaction ratio (see [`DEFAULT_COMPACT_RATIO`](super::DEFAULT_COMPACT_RATIO)); 0 = always zero-copy.
     #[must_use]
     pub fn with_compaction(mut self, ratio: usize) -> Self {
         self.framer = match self.framer {
