@@ -128,7 +128,7 @@ pub enum DecodeError {
     #[error("typed protobuf decode of a {encoding:?} object")]
     NotProtobuf {
         /// The object's encoding.
-        encoding: super::Encoding,
+        encoding: super::encoding::Encoding,
     },
     /// A serde (k8s-openapi, `CustomResource`) read of an object the server sent as protobuf:
     /// its schema-less bytes have no serde form. Read it as a k8s-pb type, or have the
@@ -137,7 +137,7 @@ pub enum DecodeError {
     #[error("serde decode of a {encoding:?} object (ask the server for JSON for serde types)")]
     NotJson {
         /// The object's encoding.
-        encoding: super::Encoding,
+        encoding: super::encoding::Encoding,
     },
     /// prost rejected the bytes during a typed decode.
     #[error("typed decode: {0}")]

@@ -14,9 +14,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use super::DecodeError;
+use super::encoding::Encoding;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
 use super::text::{Str, StrMap};
-use super::value::{Encoding, Object};
+use super::value::Object;
 
 /// A `T` read only from a JSON object. serde's derived structs also accept a JSON array (the
 /// fields by position: `["a"]` is an object named `a`); the API server (Go's `encoding/json`)

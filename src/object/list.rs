@@ -9,11 +9,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::DecodeError;
+use super::encoding::{Encoding, MAGIC};
 use super::json::{self, offset_in};
 use super::meta::GroupVersionKind;
 use super::protobuf::{decode_bare, decode_envelope, encode_envelope};
-use super::value::{Encoding, MAGIC, Object};
-use super::wire::{Reader, put_bytes, put_message, put_str, put_uint};
+use super::protowire::{Reader, put_bytes, put_message, put_str, put_uint};
+use super::value::Object;
 
 /// One decoded list page.
 #[derive(Clone, Debug, PartialEq, Eq)]

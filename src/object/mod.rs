@@ -10,17 +10,23 @@
 //! Every decoder returns a [`DecodeError`] for bad input; none panics, and none allocates from
 //! a length read off the wire before checking it against the remaining input or a limit.
 
+mod codec;
+mod encoding;
 mod error;
 mod json;
 mod list;
 mod meta;
 mod partial;
 mod protobuf;
+mod protowire;
+mod status;
 mod text;
 mod value;
+pub(crate) mod varint;
 mod watch;
-mod wire;
 
+pub use codec::decode;
+pub use encoding::{Encoding, MAGIC};
 pub use error::DecodeError;
 pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
 pub use meta::{
@@ -28,9 +34,10 @@ pub use meta::{
 };
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
+pub use status::ApiStatus;
 pub use text::{Str, StrMap, StrMapIter};
-pub use value::{Encoding, MAGIC, Object, decode};
+pub use value::Object;
 pub use watch::{
-    ApiStatus, DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,
+    DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,
     WatchEvent, WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
 };

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{DecodeError, Encoding, GroupVersionKind, Object, json, protobuf};
+use super::encoding::Encoding;
+use super::meta::GroupVersionKind;
+use super::value::Object;
+use super::{DecodeError, json, protobuf};
 
 /// The group of `PartialObjectMetadata` and its list.
 pub const META_GROUP: &str = "meta.k8s.io";

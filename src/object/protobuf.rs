@@ -8,12 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::DecodeError;
+use super::encoding::{Encoding, MAGIC};
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
-use super::text::Str;
-use super::value::{Encoding, MAGIC, Object};
-use super::wire::{
-    Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint, put_varint,
+use super::protowire::{
+    Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
+use super::text::Str;
+use super::value::Object;
+use super::varint;
 
 /// The decoded `runtime.Unknown` envelope.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,7 +138,7 @@ pub(crate) fn envelope_size(api_version: &str, kind: &str, raw_len: usize) -> us
 pub(crate) fn encode_envelope_into(api_version: &str, kind: &str, raw: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&MAGIC);
     put_tag(out, 1, WT_LEN);
-    put_varint(
+    varint::put(
         out,
         (len_field_size(api_version.len()) + len_field_size(kind.len())) as u64,
     );
@@ -323,7 +325,7 @@ pub(crate) fn replace_meta(raw: &Bytes, meta: &ObjectMeta) -> Result<Bytes, Deco
     let mut meta_buf = Vec::with_capacity(256);
     encode_object_meta(meta, &mut meta_buf);
     put_tag(&mut out, 1, WT_LEN);
-    put_varint(&mut out, meta_buf.len() as u64);
+    varint::put(&mut out, meta_buf.len() as u64);
     out.extend_from_slice(&meta_buf);
     let mut r = Reader::new(raw, 0, raw.len(), "object");
     while let Some(f) = r.next_field()? {

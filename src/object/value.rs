@@ -1,23 +1,13 @@
-//! [`Object`]: decoded metadata + the object's own bytes (the value type of this module).
+//! [`Object`]: decoded metadata + the object's own bytes (the value type of this module). Its
+//! methods that need a codec are in `codec.rs` (the codecs build `Object`s).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::DecodeError;
+use super::encoding::Encoding;
 use super::meta::{GroupVersionKind, ObjectKey, ObjectMeta};
-use super::{DecodeError, json, protobuf};
-
-/// The 4-byte prefix of every protobuf-encoded Kubernetes object: `k8s\0`.
-pub const MAGIC: [u8; 4] = *b"k8s\0";
-
-/// How an [`Object`]'s raw bytes are encoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Encoding {
-    /// The object's bare protobuf message (e.g. a serialized `core.v1.Pod`), without envelope.
-    Protobuf,
-    /// A JSON document (custom resources are JSON-only on real servers).
-    Json,
-}
 
 /// One Kubernetes object: decoded [`ObjectMeta`], the group/version/kind from its envelope (or
 /// its list), and its raw bytes as a slice of the buffer it was decoded from (no copy).
@@ -37,7 +27,7 @@ pub struct Object {
 impl Object {
     /// Assembles an object from parts already decoded. `raw` must be the object in `encoding`
     /// (bare protobuf message or JSON document) and `meta` must be what it holds; nothing is
-    /// checked. Decoders and the simulator use this; most callers want [`decode`].
+    /// checked. Decoders and the simulator use this; most callers want [`decode`](super::decode).
     pub fn from_parts(
         gvk: Arc<GroupVersionKind>,
         meta: ObjectMeta,
@@ -56,6 +46,11 @@ impl Object {
     /// Decoded metadata.
     pub fn meta(&self) -> &ObjectMeta {
         &self.meta
+    }
+
+    /// The decoded metadata, taken out (no clone).
+    pub(crate) fn into_meta(self) -> ObjectMeta {
+        self.meta
     }
 
     /// Group, version and kind.
@@ -164,86 +159,5 @@ impl Object {
                 start: self.raw.iter().take(4).copied().collect(),
             }),
         }
-    }
-
-    /// The same object with new metadata: the metadata is re-encoded and every other field's
-    /// bytes are kept as they are (protobuf: other top-level fields copied verbatim; JSON: the
-    /// `metadata` member replaced). The simulator stamps real fixtures this way.
-    ///
-    /// The new object's metadata equals `meta` but keeps no reference to the buffers `meta`'s
-    /// strings came from (it is read back from the new bytes, or copied where the encoding
-    /// would not give back exactly `meta`), so dropping a big field with this (e.g.
-    /// [`Object::without_managed_fields`]) really releases the old buffer.
-    ///
-    /// # Errors
-    /// When the current raw bytes do not decode (they always do for decoded objects).
-    pub fn with_meta(&self, meta: ObjectMeta) -> Result<Object, DecodeError> {
-        let (raw, back) = match self.encoding {
-            Encoding::Protobuf => {
-                let raw = protobuf::replace_meta(&self.raw, &meta)?;
-                let back = protobuf::decode_object_meta(&raw);
-                (raw, back)
-            }
-            Encoding::Json => {
-                let raw = json::replace_meta(&self.raw, &meta)?;
-                let back = json::decode_object(&raw).map(|o| o.meta);
-                (raw, back)
-            }
-        };
-        let meta = match back {
-            Ok(back) if back == meta => back,
-            _ => meta.detached(),
-        };
-        Ok(Object::from_parts(
-            self.gvk.clone(),
-            meta,
-            raw,
-            self.encoding,
-        ))
-    }
-
-    /// The same object without `metadata.managedFields` (the usual informer transform: it is
-    /// often half of an object's size and controllers never read it).
-    ///
-    /// # Errors
-    /// As [`Object::with_meta`].
-    pub fn without_managed_fields(&self) -> Result<Object, DecodeError> {
-        if self.meta.managed_fields.is_empty() {
-            return Ok(self.clone());
-        }
-        let mut meta = self.meta.clone();
-        meta.managed_fields.clear();
-        self.with_meta(meta)
-    }
-
-    /// The object encoded for the wire: protobuf objects as magic + `runtime.Unknown`
-    /// envelope, JSON objects as their document.
-    pub fn to_wire(&self) -> Bytes {
-        match self.encoding {
-            Encoding::Protobuf => protobuf::encode_envelope(&self.gvk, &self.raw),
-            Encoding::Json => self.raw.clone(),
-        }
-    }
-}
-
-/// Decodes one object of either encoding: `k8s\0` + envelope, or a JSON document (leading
-/// whitespace allowed).
-///
-/// # Errors
-/// [`DecodeError::UnknownEncoding`] when the input is neither; otherwise the format's error.
-pub fn decode(input: Bytes) -> Result<Object, DecodeError> {
-    if input.starts_with(&MAGIC) {
-        protobuf::decode_object(&input)
-    } else if input.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        json::decode_object(&input)
-    } else if input.len() < 4 && MAGIC.starts_with(&input) {
-        Err(DecodeError::Truncated {
-            offset: input.len() as u64,
-            context: "magic",
-        })
-    } else {
-        Err(DecodeError::UnknownEncoding {
-            start: input.iter().take(4).copied().collect(),
-        })
     }
 }

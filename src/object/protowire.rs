@@ -1,11 +1,13 @@
-//! A minimal protobuf reader that knows where it is: every error carries the byte offset and
-//! field number. It never allocates from a length read off the wire: lengths are checked against
-//! the bytes actually left before any slice is taken.
+//! The protobuf wire format by hand (as Go's `protowire`): a zero-copy [`Reader`] that knows
+//! where it is (every error carries the byte offset and field number) and the `put_*` writers.
+//! The reader never allocates from a length read off the wire: lengths are checked against the
+//! bytes actually left before any slice is taken. (Not `crate::wire`, the prost message types.)
 
 use bytes::Bytes;
 
 use super::DecodeError;
 use super::text::Str;
+use super::varint::{self, VarintError};
 
 pub(crate) const WT_VARINT: u8 = 0;
 pub(crate) const WT_I64: u8 = 1;
@@ -33,6 +35,7 @@ pub(crate) struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over `buf[start..end]`; offsets in errors are relative to `buf`'s start.
     pub(crate) fn new(buf: &'a Bytes, start: usize, end: usize, message: &'static str) -> Self {
+        debug_assert!(start <= end && end <= buf.len());
         Reader {
             buf,
             pos: start,
@@ -50,29 +53,20 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self, context: &'static str) -> Result<u64, DecodeError> {
-        let start = self.pos;
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            let Some(&b) = self.buf.get(self.pos).filter(|_| self.pos < self.end) else {
-                return Err(DecodeError::Truncated {
-                    offset: self.pos as u64,
-                    context,
-                });
-            };
-            self.pos += 1;
-            if i == 9 && b > 1 {
-                return Err(DecodeError::BadVarint {
-                    offset: start as u64,
-                });
+        match varint::read(&self.buf[self.pos..self.end]) {
+            Ok((value, n)) => {
+                self.pos += n;
+                Ok(value)
             }
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return Ok(value);
-            }
+            // The varint runs to the end of this message: the missing byte is at `end`.
+            Err(VarintError::Truncated) => Err(DecodeError::Truncated {
+                offset: self.end as u64,
+                context,
+            }),
+            Err(VarintError::Overflow) => Err(DecodeError::BadVarint {
+                offset: self.pos as u64,
+            }),
         }
-        Err(DecodeError::BadVarint {
-            offset: start as u64,
-        })
     }
 
     /// Reads the next tag; `None` at the end of the message.
@@ -220,34 +214,20 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends a varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Bytes a varint of `v` takes.
-pub(crate) fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
 /// Bytes a length-delimited field of `len` payload bytes takes (tag < 16 assumed).
 pub(crate) fn len_field_size(len: usize) -> usize {
-    1 + varint_len(len as u64) + len
+    1 + varint::len(len as u64) + len
 }
 
 /// Appends a tag.
 pub(crate) fn put_tag(out: &mut Vec<u8>, field: u32, wire_type: u8) {
-    put_varint(out, (u64::from(field) << 3) | u64::from(wire_type));
+    varint::put(out, (u64::from(field) << 3) | u64::from(wire_type));
 }
 
 /// Appends a length-delimited field.
 pub(crate) fn put_bytes(out: &mut Vec<u8>, field: u32, data: &[u8]) {
     put_tag(out, field, WT_LEN);
-    put_varint(out, data.len() as u64);
+    varint::put(out, data.len() as u64);
     out.extend_from_slice(data);
 }
 
@@ -260,7 +240,7 @@ pub(crate) fn put_str(out: &mut Vec<u8>, field: u32, s: &str) {
 /// Appends a varint field.
 pub(crate) fn put_uint(out: &mut Vec<u8>, field: u32, v: u64) {
     put_tag(out, field, WT_VARINT);
-    put_varint(out, v);
+    varint::put(out, v);
 }
 
 /// Appends a nested message built by `f` (length computed after building).

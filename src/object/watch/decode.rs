@@ -1,0 +1,132 @@
+//! One watch event from its wire form: a protobuf frame's `WatchEvent` payload or a JSON line.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::event::{WatchEvent, WatchEventType};
+use crate::object::encoding::MAGIC;
+use crate::object::json::{self, Head, offset_in};
+use crate::object::meta::GroupVersionKind;
+use crate::object::protobuf::{decode_bare, decode_envelope_parts};
+use crate::object::protowire::Reader;
+use crate::object::status::ApiStatus;
+use crate::object::{DecodeError, Object};
+
+/// Reuses one `Arc<GroupVersionKind>` for consecutive objects of the same kind.
+#[derive(Debug, Default)]
+pub(super) struct GvkCache(Option<Arc<GroupVersionKind>>);
+
+impl GvkCache {
+    /// The shared GVK of `api_version` + `kind`: allocated only when it differs from the last.
+    fn get_parts(&mut self, api_version: &str, kind: &str) -> Arc<GroupVersionKind> {
+        match &self.0 {
+            Some(a) if a.matches_api_version(api_version, kind) => a.clone(),
+            _ => {
+                let a = Arc::new(GroupVersionKind::from_api_version(api_version, kind));
+                self.0 = Some(a.clone());
+                a
+            }
+        }
+    }
+}
+
+/// Decodes an embedded object (`RawExtension.raw`): a protobuf envelope or a JSON document.
+fn decode_embedded(raw: Bytes, gvks: &mut GvkCache) -> Result<Object, DecodeError> {
+    if raw.starts_with(&MAGIC) {
+        let env = decode_envelope_parts(&raw)?;
+        let base = offset_in(&raw, &env.raw);
+        let gvk = gvks.get_parts(env.api_version, env.kind);
+        decode_bare(gvk, env.raw).map_err(|e| e.shifted(base))
+    } else if raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        let json::ObjectOnly(head): json::ObjectOnly<Head<'_>> =
+            serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, 0))?;
+        let gvk = gvks.get_parts(
+            head.api_version.as_deref().unwrap_or(""),
+            head.kind.as_deref().unwrap_or(""),
+        );
+        let metadata = head.metadata;
+        json::decode_with_head(raw.clone(), gvk, metadata, 0)
+    } else {
+        Err(DecodeError::UnknownEncoding {
+            start: raw.iter().take(4).copied().collect(),
+        })
+    }
+}
+
+/// Decodes one protobuf `WatchEvent` message (a frame's payload, no length prefix).
+pub(super) fn decode_pb_event(
+    frame: &Bytes,
+    gvks: &mut GvkCache,
+) -> Result<WatchEvent, DecodeError> {
+    let mut r = Reader::new(frame, 0, frame.len(), "WatchEvent");
+    let mut event_type = "";
+    let mut raw = None;
+    while let Some(f) = r.next_field()? {
+        match f.number {
+            1 => event_type = r.str(&f)?,
+            2 => {
+                let mut ext = r.message(&f, "RawExtension")?;
+                while let Some(g) = ext.next_field()? {
+                    if g.number == 1 {
+                        raw = Some(ext.bytes(&g)?);
+                    } else {
+                        ext.skip(&g)?;
+                    }
+                }
+            }
+            _ => r.skip(&f)?,
+        }
+    }
+    let t = WatchEventType::parse(event_type).ok_or_else(|| DecodeError::UnknownEventType {
+        event_type: event_type.to_owned(),
+        offset: 0,
+    })?;
+    let raw = raw.ok_or(DecodeError::Missing {
+        what: "watch event object",
+        offset: 0,
+    })?;
+    let base = offset_in(frame, &raw);
+    if t == WatchEventType::Error {
+        let status = ApiStatus::decode(&raw).map_err(|e| e.shifted(base))?;
+        return WatchEvent::from_parts(t, None, Some(status), 0);
+    }
+    let obj = decode_embedded(raw, gvks).map_err(|e| e.shifted(base))?;
+    WatchEvent::from_parts(t, Some(obj), None, 0)
+}
+
+/// Decodes one JSON watch line `{"type":"ADDED","object":{...}}` held in `line`.
+pub(super) fn decode_json_event(
+    line: &Bytes,
+    gvks: &mut GvkCache,
+) -> Result<WatchEvent, DecodeError> {
+    #[derive(Deserialize)]
+    struct Line<'a> {
+        #[serde(rename = "type", borrow)]
+        event_type: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        object: Option<&'a RawValue>,
+    }
+    let json::ObjectOnly(l): json::ObjectOnly<Line<'_>> =
+        serde_json::from_slice(line).map_err(|e| DecodeError::json(&e, 0))?;
+    let t = WatchEventType::parse(&l.event_type).ok_or_else(|| DecodeError::UnknownEventType {
+        event_type: l.event_type.to_string(),
+        offset: 0,
+    })?;
+    let Some(obj) = l.object.filter(|o| o.get() != "null") else {
+        return Err(DecodeError::Missing {
+            what: "watch event object",
+            offset: 0,
+        });
+    };
+    let raw = line.slice_ref(obj.get().as_bytes());
+    let base = offset_in(line, &raw);
+    if t == WatchEventType::Error {
+        let status = ApiStatus::decode(&raw).map_err(|e| e.shifted(base))?;
+        return WatchEvent::from_parts(t, None, Some(status), 0);
+    }
+    let obj = decode_embedded(raw, gvks).map_err(|e| e.shifted(base))?;
+    WatchEvent::from_parts(t, Some(obj), None, 0)
+}
