@@ -6,6 +6,7 @@
 //! (`DefaultClusterScopedAttr`, `DefaultNamespaceScopedAttr`).
 
 use crate::object::{ApiStatus, Object};
+use crate::sim::status::bad_request;
 
 /// One `field=value` / `field!=value` term.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,23 +90,6 @@ impl Filter {
             };
             (v == t.value) == t.equal
         })
-    }
-}
-
-/// A 400 BadRequest `Status`.
-pub(crate) fn bad_request(message: String) -> ApiStatus {
-    status(400, "BadRequest", message)
-}
-
-/// A failure `Status`.
-pub(crate) fn status(code: i32, reason: &str, message: String) -> ApiStatus {
-    ApiStatus {
-        code,
-        status: "Failure".to_owned(),
-        reason: reason.to_owned(),
-        message,
-        cause_reasons: Vec::new(),
-        retry_after_seconds: None,
     }
 }
 

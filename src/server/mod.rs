@@ -1,46 +1,21 @@
-//! `informer serve`: the simulated API server ([`SimServer`]) on a real socket, speaking the
-//! Kubernetes HTTP API well enough for clients written by others (kubectl, kube-rs, client-go)
-//! and for [`crate::client::HttpListerWatcher`].
-//!
-//! What it serves (hyper 1, HTTP/1.1, on the address given, normally 127.0.0.1):
-//! - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>`,
-//!   `/apis/<group>/<version>` (legacy documents in JSON; clients asking for aggregated
-//!   discovery fall back to them), `/healthz`, `/livez`, `/readyz`;
-//! - the simulator's resource (or each of several simulators' resources, [`serve_many`]),
-//!   cluster-wide and per namespace
-//!   (`/api/v1[/namespaces/<ns>]/pods[/<name>]`, `/apis/<group>/<version>/...`): get, list
-//!   with `limit`/`continue`, `resourceVersion` and `resourceVersionMatch`, watch (`watch=1` or
-//!   the legacy `/watch/` prefix) with `allowWatchBookmarks`, `timeoutSeconds` and streaming
-//!   lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`); the field selectors
-//!   `metadata.name` and `metadata.namespace`; label selectors go to the simulator (which
-//!   answers 400: it does not evaluate them);
-//! - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
-//!   templates' JSON twins ([`JsonTranscoder`]); Table and PartialObjectMetadata requests get a
-//!   plain list (kubectl prints it with default columns);
-//! - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
-//!   older than the history window (watches get an ERROR event 410, as from a real server),
-//!   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 422;
-//! - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
-//!   N changes (honouring flow control) and answers the resulting resourceVersion;
-//!   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
-//!   ([`crate::sim::Fault`]); `GET /informer/v1/stats`; each with `resource=<plural>` to pick
-//!   one of several resources.
-//!
-//! Simulator faults reach clients as a real server's failures would: error answers as
-//! `Status` responses, `refused` as a connection closed without an answer, stream faults
-//! (close, ERROR 410, corrupt or oversized frames, stall, reset) on the wire as the simulator
-//! produces them (a reset cuts the HTTP response mid-body). Watches that this layer re-encodes
-//! (other encoding, filtered) cut the response instead of forwarding a corrupt frame.
-//!
-//! Watches whose encoding is the simulator's and that filter nothing stream the simulator's
-//! chunks as they are (no decode, no copy in this layer); others are decoded, filtered and
-//! re-encoded chunk by chunk.
+//! `informer serve`: the simulated API server ([`SimServer`]) on a real socket (hyper 1,
+//! HTTP/1.1), speaking enough of the Kubernetes HTTP API for clients written by others
+//! (kubectl, kube-rs, client-go) and for [`crate::client::HttpListerWatcher`]. [`serve`] says
+//! what is served.
 
 mod api;
+mod control;
 mod discovery;
 mod filter;
+mod get;
+mod list;
 mod negotiate;
+mod request;
+mod response;
+mod router;
+mod stats;
 mod transcode;
+mod watch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,12 +25,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
-pub use api::ServerStats;
 pub use discovery::ServedResource;
+pub use stats::ServerStats;
 pub use transcode::{JsonTranscoder, TranscodeError};
+
+use api::Api;
+use response::DropConnection;
+use router::Router;
 
 use crate::object::{GroupVersionKind, Object};
 use crate::sim::{SimError, SimServer};
@@ -145,8 +123,8 @@ pub fn served_resource(sim: &SimServer) -> ServedResource {
 #[derive(Debug)]
 pub struct ServerHandle {
     addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    hold: watch::Sender<bool>,
+    stop: tokio::sync::watch::Sender<bool>,
+    hold: tokio::sync::watch::Sender<bool>,
     stats: Arc<ServerStats>,
     task: Option<JoinHandle<()>>,
 }
@@ -200,6 +178,37 @@ impl Drop for ServerHandle {
 /// Serves `sim` over HTTP on `addr` (`127.0.0.1:0` for any free port). The accept loop and
 /// one task per connection run on the current tokio runtime.
 ///
+/// # What is served
+///
+/// - discovery: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/<group>`,
+///   `/apis/<group>/<version>` (legacy documents in JSON; clients asking for aggregated
+///   discovery fall back to them), `/healthz`, `/livez`, `/readyz`;
+/// - the simulator's resource (or each of several simulators' resources, [`serve_many`]),
+///   cluster-wide and per namespace
+///   (`/api/v1[/namespaces/<ns>]/pods[/<name>]`, `/apis/<group>/<version>/...`): get, list
+///   with `limit`/`continue`, `resourceVersion` and `resourceVersionMatch`, watch (`watch=1` or
+///   the legacy `/watch/` prefix) with `allowWatchBookmarks`, `timeoutSeconds` and streaming
+///   lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`); the field selectors
+///   `metadata.name` and `metadata.namespace`; label selectors go to the simulator (which
+///   answers 400: it does not evaluate them);
+/// - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
+///   templates' JSON twins ([`JsonTranscoder`]); Table and PartialObjectMetadata requests get a
+///   plain list (kubectl prints it with default columns);
+/// - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
+///   older than the history window (watches get an ERROR event 410, as from a real server),
+///   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 422;
+/// - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
+///   N changes (honouring flow control) and answers the resulting resourceVersion;
+///   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
+///   ([`crate::sim::Fault`]); `GET /informer/v1/stats`; each with `resource=<plural>` to pick
+///   one of several resources.
+///
+/// Simulator faults reach clients as a real server's failures would: error answers as
+/// `Status` responses, `refused` as a connection closed without an answer, stream faults
+/// (close, ERROR 410, corrupt or oversized frames, stall, reset) on the wire as the simulator
+/// produces them (a reset cuts the HTTP response mid-body). Watches that this layer re-encodes
+/// (other encoding, filtered) cut the response instead of forwarding a corrupt frame.
+///
 /// # Errors
 /// [`ServerError::Bind`]; [`ServerError::Twins`] when the JSON twins do not fit.
 ///
@@ -221,9 +230,9 @@ pub async fn serve(
 ///
 /// Each resource keeps its own simulator's resourceVersion sequence, where a real API server
 /// draws every resource's versions from one etcd revision; an informer compares versions only
-/// within its own resource (as client-go's reflector does), so it works the same. The simulators share
-/// the server's counters ([`ServerHandle::stats`]) and its hold on new watch streams
-/// ([`ServerHandle::hold_watches`]).
+/// within its own resource (as client-go's reflector does), so it works the same. The
+/// simulators share the server's counters ([`ServerHandle::stats`]) and its hold on new watch
+/// streams ([`ServerHandle::hold_watches`]).
 ///
 /// # Errors
 /// [`ServerError::NoResources`] for an empty list; [`ServerError::DuplicateResource`] when two
@@ -238,9 +247,9 @@ pub async fn serve_many(
     if resources.is_empty() {
         return Err(ServerError::NoResources);
     }
-    let (hold, _) = watch::channel(false);
+    let (hold, _) = tokio::sync::watch::channel(false);
     let stats = Arc::new(ServerStats::default());
-    let mut apis: Vec<api::Api> = Vec::with_capacity(resources.len());
+    let mut apis: Vec<Api> = Vec::with_capacity(resources.len());
     for (sim, config) in resources {
         let json = match &config.json_twins {
             Some(twins) => Some(JsonTranscoder::new(&sim.config().templates, twins)?),
@@ -264,7 +273,7 @@ pub async fn serve_many(
             let g = sim.gvk();
             GroupVersionKind::new(&g.group, &g.version, &format!("{}List", g.kind))
         };
-        apis.push(api::Api {
+        apis.push(Api {
             sim,
             resource,
             json,
@@ -279,8 +288,8 @@ pub async fn serve_many(
     let local = listener
         .local_addr()
         .map_err(|source| ServerError::Bind { addr, source })?;
-    let (stop, mut stop_rx) = watch::channel(false);
-    let api = Arc::new(api::Router {
+    let (stop, mut stop_rx) = tokio::sync::watch::channel(false);
+    let api = Arc::new(Router {
         apis,
         stats: stats.clone(),
         addr: local,
@@ -303,7 +312,7 @@ pub async fn serve_many(
                             let api = api.clone();
                             async move {
                                 let r = api.handle(req).await;
-                                if r.extensions().get::<api::DropConnection>().is_some() {
+                                if r.extensions().get::<DropConnection>().is_some() {
                                     // hyper closes the connection without an answer.
                                     return Err(std::io::Error::other("simulated connection failure"));
                                 }
@@ -332,7 +341,7 @@ pub async fn serve_many(
 }
 
 /// Resolves once the stop flag is set (or its sender is gone).
-async fn stopped(rx: &mut watch::Receiver<bool>) {
+async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 

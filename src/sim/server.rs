@@ -1,25 +1,25 @@
-//! [`SimServer`]: the handle (objects, changes, flood driver, truth) and its list endpoint.
+//! [`SimServer`]: the handle (objects, changes, flood driver, counters, request log) and its
+//! [`ListerWatcher`] implementation.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::SimError;
-use super::codec::Codec;
 use super::config::SimConfig;
 use super::fault::{ErrorAnswer, Fault};
+use super::list::list_page;
 use super::request::{RequestKind, SimRequest};
-use super::state::{Item, Rec, State};
-use super::status;
+use super::shared::Shared;
+use super::state::{Rec, State};
+use super::truth::Truth;
 use super::watch::SimWatch;
 use crate::object::{
-    Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, WatchFormat, encode_list_json,
-    encode_list_protobuf, parse_resource_version,
+    Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, WatchFormat, parse_resource_version,
 };
 use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 
@@ -27,57 +27,10 @@ use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, Watch
 /// get the lock between batches, and are woken once per batch.
 const BATCH: u64 = 256;
 
-/// State shared by the server handle and its watch bodies.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) cfg: SimConfig,
-    pub(crate) codec: Arc<Codec>,
-    pub(crate) list_gvk: GroupVersionKind,
-    pub(crate) state: Mutex<State>,
-    /// The current resourceVersion, published after each batch of changes: watchers wait on
-    /// it.
-    pub(crate) rv_tx: watch::Sender<u64>,
-    /// Woken when a watcher advances or closes, while a flood driver waits for it.
-    pub(crate) progress: Notify,
-    /// Flood drivers waiting on `progress`.
-    pub(crate) producers_waiting: AtomicUsize,
-    /// Total time flood drivers spent waiting for watchers, microseconds.
-    pub(crate) flood_wait_us: AtomicU64,
-    /// Time origin of `continue` tokens.
-    pub(crate) epoch: Instant,
-    /// Counter for per-watch random seeds (chunk cuts).
-    pub(crate) watches_opened: AtomicU64,
-    /// Stream faults waiting in `State::faults`: lets watches skip the lock when there are
-    /// none. Incremented before the wake-up that [`SimServer::inject`] sends through `rv_tx`,
-    /// so a watch woken by it sees the increment (the channel orders them); a watch that reads
-    /// 0 just misses the fault until its next look.
-    pub(crate) stream_faults: AtomicUsize,
-}
-
-impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes flood drivers waiting for watchers (cheap when none waits).
-    pub(crate) fn watcher_progressed(&self) {
-        if self.producers_waiting.load(Ordering::SeqCst) > 0 {
-            self.progress.notify_waiters();
-        }
-    }
-
-    pub(crate) fn watch_format(&self) -> WatchFormat {
-        match self.cfg.templates.encoding() {
-            Encoding::Protobuf => WatchFormat::Protobuf,
-            Encoding::Json => WatchFormat::Json,
-        }
-    }
-}
-
 /// An in-process simulated Kubernetes API server for one resource: objects stamped from real
 /// fixtures, one strictly increasing resourceVersion, list pages and watch streams in the real
-/// wire format, and a generator of floods of changes. See the [module docs](super) for what
-/// matches a real server.
+/// wire format, and a generator of floods of changes (see below for what matches a real
+/// server).
 ///
 /// A cheap-to-clone handle (`Send + Sync`); every clone is the same server.
 ///
@@ -97,81 +50,89 @@ impl Shared {
 /// assert_eq!(list.resource_version, sim.resource_version().to_string());
 /// # });
 /// ```
+///
+/// # What matches a real API server
+///
+/// - One resourceVersion counter, strictly increasing across the resource; every create,
+///   update and delete takes the next one and stamps it into the object. A DELETED event
+///   carries the object's last state with the deletion's resourceVersion.
+/// - New objects are real fixtures re-encoded with fresh metadata (name, namespace, uid,
+///   labels, resourceVersion, generation, creationTimestamp); every other field keeps the
+///   fixture's bytes (or one of a few typed variants of it: [`Templates::pod_states`],
+///   [`Templates::deployments`]).
+/// - Ownership as in a real cluster, where a Deployment `D` owns a ReplicaSet
+///   `D-<pod-template-hash>` that owns the Pods labelled with that hash: Pods (templates with
+///   owner references) are labelled `app: app-N` and `pod-template-hash: <hash of N>` and
+///   owned by the ReplicaSet `app-N-<hash>` of their namespace; a server of Deployments names
+///   its objects `app-N`, at most one per namespace and app, without owners. Two servers with
+///   the same seed, `namespaces` and `apps`, one of Pods and one of Deployments, make a
+///   consistent cluster (the ReplicaSets in between are not served; a Pod whose Deployment
+///   does not exist is an orphan, as after a `kubectl delete --cascade=orphan`).
+/// - Lists: `resourceVersion` unset/`""`/`"0"` serve the current state; `N` with
+///   `NotOlderThan` (or no match) serves the current state when `N` is not newer, else 504
+///   Timeout with cause `ResourceVersionTooLarge`; `Exact` serves the state at `N`, 410
+///   Expired once `N` left the history window. `limit`/`continue` page through one
+///   consistent snapshot in key order, with `remainingItemCount`; `continue` with a
+///   `resourceVersion` other than `""`/`"0"` is a 400; an expired token is a 410 Expired with
+///   the upstream message.
+/// - Watches: from `N`, every change after `N` in order; `N` older than the history window →
+///   an ERROR event 410 Expired `too old resource version: N (oldest)` and the end; `N` newer
+///   than the server → 504 `ResourceVersionTooLarge`; `""`/`"0"` → the current state as ADDED
+///   events first; `sendInitialEvents` (needs `allowWatchBookmarks`, as upstream validates) →
+///   the current state as ADDED, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"`,
+///   then live events; `timeoutSeconds` → a clean end. Bookmarks carry only a resourceVersion.
+/// - Error texts and codes are upstream's.
+///
+/// # What does not
+///
+/// - No HTTP here ([`crate::server`] serves a simulator over HTTP): requests are method calls,
+///   bodies are `Bytes` chunks.
+/// - Label and field selectors are rejected with 400 rather than evaluated.
+/// - Servers are independent: deleting a Deployment does not delete its Pods, and a flood
+///   update changes a label and `generation` (with [`SimConfig::update_template`], also the
+///   template: a Pod's readiness, a Deployment's replicas), never a Deployment's Pods.
+/// - resourceVersions are consecutive (a real etcd revision is shared by every resource, so
+///   it jumps); bookmarks come every [`SimConfig::bookmark_every`] resourceVersions and every
+///   [`SimConfig::bookmark_interval`], not about once a minute.
+/// - `continue` tokens stay valid while their resourceVersion is in the history window (or
+///   until [`SimConfig::continue_ttl`]), not until an etcd compaction; an expired token does
+///   not come with a fresh inconsistent-continue token.
+/// - The watch cache window counts events, not time; a lagging watcher gets an ERROR 410 event
+///   (a real server closes it and its next watch gets the 410). With
+///   [`SimConfig::flow_control`] history is never dropped under a watcher, which no real
+///   server does: it is for floods that must not relist.
+/// - Streaming lists are answered from the current state only (no `NotOlderThan` wait).
+///
+/// # Misbehaving on demand
+///
+/// Every situation the reflector's recovery rules are about can be produced, deterministically
+/// (same seed, same calls, same bytes):
+///
+/// - one-shot [`Fault`]s armed with [`SimServer::inject`]: the next list or watch answered with
+///   410, 429 with `retryAfterSeconds`, 500, "too large resource version" in the current form
+///   (the `ResourceVersionTooLarge` cause) or the legacy one (a Timeout message), or a refused
+///   connection ([`ErrorAnswer`]); the next watch stream, after N more events, closing, sending
+///   an ERROR 410 event, a corrupt frame, an oversized frame, stalling (no byte, no end: only
+///   the client's own deadline breaks it) or breaking with a reset ([`StreamFault`]). Faults
+///   have a text form (`watch:429:3`, `stream:stall@100`) for command lines and control
+///   endpoints, and [`Fault::catalogue`] lists one of each;
+/// - standing switches in [`SimConfig`]: every watch closing after N events
+///   ([`SimConfig::watch_close_after`]), a list cache lagging behind
+///   ([`SimConfig::list_lag`]: serves older state than asked for unless asked for `""`),
+///   `continue` tokens expiring ([`SimConfig::continue_ttl`]), a small watch window
+///   ([`SimConfig::history_window`]), bookmarks every N events or T seconds, watch-list support
+///   off ([`SimConfig::watch_list`]);
+/// - the request log ([`SimServer::requests`]) shows what a client asked for and when, on
+///   tokio's clock (exact under paused time): which resourceVersion a relist used, how long a
+///   retry waited.
+///
+/// [`Templates::pod_states`]: super::Templates::pod_states
+/// [`Templates::deployments`]: super::Templates::deployments
+/// [`ErrorAnswer`]: super::ErrorAnswer
+/// [`StreamFault`]: super::StreamFault
 #[derive(Clone)]
 pub struct SimServer {
     shared: Arc<Shared>,
-}
-
-/// The server's state at one resourceVersion, for verifying a client's view.
-#[derive(Clone)]
-pub struct Truth {
-    /// The resourceVersion this state is at (of the last change).
-    pub resource_version: u64,
-    /// Every object, by key.
-    pub objects: BTreeMap<ObjectKey, Arc<Object>>,
-}
-
-impl Truth {
-    /// `key → (uid, resourceVersion)`: enough to compare with a cache.
-    pub fn versions(&self) -> BTreeMap<ObjectKey, (String, String)> {
-        self.objects
-            .iter()
-            .map(|(k, o)| {
-                (
-                    k.clone(),
-                    (o.uid().to_owned(), o.resource_version().to_owned()),
-                )
-            })
-            .collect()
-    }
-
-    /// Compares a client's view (`key → (uid, resourceVersion)`, e.g. a store or a handler's
-    /// rebuilt state) with this truth. `None` when equal; otherwise a one-line description:
-    /// counts of missing, extra and stale keys with one example of each.
-    pub fn diff(&self, got: &BTreeMap<ObjectKey, (String, String)>) -> Option<String> {
-        diff_views(&self.versions(), got, self.resource_version)
-    }
-}
-
-/// Compares two views `key → (uid, resourceVersion)`: `None` when `got` equals `expected`;
-/// otherwise a one-line description (sizes, `rv` the expected view reflects, counts of
-/// missing, extra and stale keys with one example of each). [`Truth::diff`] uses it; so can
-/// a client that computed its expected view another way (e.g. from a recorded trace).
-pub fn diff_views(
-    expected: &BTreeMap<ObjectKey, (String, String)>,
-    got: &BTreeMap<ObjectKey, (String, String)>,
-    rv: u64,
-) -> Option<String> {
-    if got == expected {
-        return None;
-    }
-    let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).collect();
-    let stale: Vec<_> = expected
-        .iter()
-        .filter_map(|(k, v)| got.get(k).filter(|g| *g != v).map(|g| (k, g, v)))
-        .collect();
-    Some(format!(
-        "{} objects, expected {} at resourceVersion {rv}; {} missing (e.g. {:?}), {} extra \
-         (e.g. {:?}), {} stale (e.g. {:?})",
-        got.len(),
-        expected.len(),
-        missing.len(),
-        missing.first(),
-        extra.len(),
-        extra.first(),
-        stale.len(),
-        stale.first()
-    ))
-}
-
-impl fmt::Debug for Truth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Truth")
-            .field("resource_version", &self.resource_version)
-            .field("objects", &self.objects.len())
-            .finish()
-    }
 }
 
 /// Counters of a running server.
@@ -505,149 +466,6 @@ impl SimServer {
         let waited = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         shared.flood_wait_us.fetch_add(waited, Ordering::Relaxed);
     }
-
-    /// Serves one list page (see [`ListerWatcher::list`]) and the resourceVersion it is at.
-    fn list_page(&self, opts: &ListOptions) -> Result<(Bytes, u64), ApiError> {
-        let shared = &self.shared;
-        let cfg = &shared.cfg;
-        if let Some(s) = status::reject_selectors(
-            opts.label_selector.as_deref(),
-            opts.field_selector.as_deref(),
-        ) {
-            return Err(ApiError::Status(s));
-        }
-        let limit = opts
-            .limit
-            .filter(|&l| l > 0)
-            .map(|l| cfg.max_page_size.map_or(l, |m| l.min(m)) as usize);
-        let rv_param = opts.resource_version.as_deref().unwrap_or("");
-        let now = Instant::now();
-
-        // Which snapshot, from which key on.
-        let (rv, items, after) =
-            if let Some(token) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
-                if !rv_param.is_empty() && rv_param != "0" {
-                    return Err(ApiError::Status(status::bad_request(
-                        "specifying resource version is not allowed when using continue",
-                    )));
-                }
-                let (rv, issued_ms, after) = parse_continue(token).ok_or_else(|| {
-                    ApiError::Status(status::bad_request(format!(
-                        "invalid continue token {token:?}"
-                    )))
-                })?;
-                if let Some(ttl) = cfg.continue_ttl {
-                    let issued = shared.epoch + std::time::Duration::from_millis(issued_ms);
-                    if now.saturating_duration_since(issued) > ttl {
-                        return Err(ApiError::Status(status::continue_expired()));
-                    }
-                }
-                let mut st = shared.lock();
-                if rv > st.rv {
-                    return Err(ApiError::Status(status::bad_request(format!(
-                        "invalid continue token {token:?}"
-                    ))));
-                }
-                let items = st
-                    .items_at(cfg, rv)
-                    .ok_or_else(|| ApiError::Status(status::continue_expired()))?;
-                (rv, items, Some(after))
-            } else {
-                let exact = opts.resource_version_match.as_deref() == Some("Exact");
-                let requested =
-                    match rv_param {
-                        "" | "0" if !exact => None,
-                        s => Some(parse_resource_version(s).filter(|&v| v > 0).ok_or_else(
-                            || {
-                                ApiError::Status(status::bad_request(format!(
-                                    "invalid resource version {s:?}"
-                                )))
-                            },
-                        )?),
-                    };
-                let mut st = shared.lock();
-                match requested {
-                    Some(r) if r > st.rv => {
-                        return Err(ApiError::Status(status::too_large(
-                            r,
-                            st.rv,
-                            cfg.too_large_retry_after,
-                        )));
-                    }
-                    Some(r) if exact => {
-                        let items = st.items_at(cfg, r).ok_or_else(|| {
-                            ApiError::Status(status::too_old(r, st.compacted + 1))
-                        })?;
-                        (r, items, None)
-                    }
-                    _ if cfg.list_lag > 0 && !rv_param.is_empty() => {
-                        // A lagging cache serves "0" and "N" from its older state, even when
-                        // that is older than N (the fault); "" is a quorum read.
-                        let rv = st.rv.saturating_sub(cfg.list_lag).max(st.compacted);
-                        if cfg.flow_control {
-                            st.hold(rv, now + cfg.linger);
-                        }
-                        let items = st.items_at(cfg, rv).ok_or_else(|| {
-                            ApiError::Status(status::too_old(rv, st.compacted + 1))
-                        })?;
-                        (rv, items, None)
-                    }
-                    _ => {
-                        let rv = st.rv;
-                        if cfg.flow_control {
-                            st.hold(rv, now + cfg.linger);
-                        }
-                        match limit {
-                            Some(l) if st.objects.len() > l => {
-                                let items = st.current_items();
-                                st.cache_snapshot(cfg, rv, items.clone());
-                                (rv, items, None)
-                            }
-                            _ => (rv, st.current_items(), None),
-                        }
-                    }
-                }
-            };
-
-        // The page.
-        let start = match &after {
-            Some(k) => items.partition_point(|(key, _)| key.as_str() <= k.as_str()),
-            None => 0,
-        };
-        let end = limit.map_or(items.len(), |l| (start + l).min(items.len()));
-        let objects = items[start..end]
-            .iter()
-            .map(|(_, r)| r.object())
-            .collect::<Result<Vec<_>, _>>()?;
-        let page: Vec<&Object> = objects.iter().map(|o| &**o).collect();
-        let remaining = items.len() - end;
-        let (token, remaining) = if remaining > 0 {
-            let issued_ms = match &after {
-                // Later pages keep the first page's issue time.
-                Some(_) => opts
-                    .continue_token
-                    .as_deref()
-                    .and_then(parse_continue)
-                    .map_or(0, |t| t.1),
-                None => now.saturating_duration_since(shared.epoch).as_millis() as u64,
-            };
-            let last: &Item = &items[end - 1];
-            (
-                make_continue(rv, issued_ms, &last.0),
-                Some(remaining as i64),
-            )
-        } else {
-            (String::new(), None)
-        };
-        let rv_s = rv.to_string();
-        let body = match cfg.templates.encoding() {
-            Encoding::Protobuf => {
-                encode_list_protobuf(&shared.list_gvk, &rv_s, &token, remaining, &page)
-            }
-            Encoding::Json => encode_list_json(&shared.list_gvk, &rv_s, &token, remaining, &page)?,
-        };
-        Ok((body, rv))
-    }
 }
 
 /// The decoded object of a stored version. Stored wire forms were encoded by this server and
@@ -655,31 +473,6 @@ impl SimServer {
 fn object_of(rec: &Rec) -> Arc<Object> {
     rec.object()
         .unwrap_or_else(|e| panic!("simulator encoded an undecodable object: {e}"))
-}
-
-/// `continue` token: `<rv>.<issued ms>.<hex of the last key>` (opaque to clients, URL-safe).
-fn make_continue(rv: u64, issued_ms: u64, last: &ObjectKey) -> String {
-    let mut s = format!("{rv}.{issued_ms}.");
-    for b in last.as_str().bytes() {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
-
-fn parse_continue(token: &str) -> Option<(u64, u64, ObjectKey)> {
-    let mut parts = token.splitn(3, '.');
-    let rv = parts.next()?.parse().ok()?;
-    let issued = parts.next()?.parse().ok()?;
-    let hex = parts.next()?.as_bytes();
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = hex
-        .chunks(2)
-        .map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
-        .collect();
-    let key = String::from_utf8(bytes?).ok()?;
-    Some((rv, issued, ObjectKey::from_raw(&key)))
 }
 
 impl ListerWatcher for SimServer {
@@ -700,7 +493,7 @@ impl ListerWatcher for SimServer {
             Some(answer) => {
                 Err(self.answer(answer, opts.resource_version.as_deref().unwrap_or("")))
             }
-            None => self.list_page(opts),
+            None => list_page(&self.shared, opts),
         };
         let logged = result.as_ref().map(|(_, rv)| *rv).map_err(Clone::clone);
         self.log(RequestKind::List(opts.clone()), at, logged);

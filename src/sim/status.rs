@@ -4,7 +4,8 @@
 
 use crate::object::ApiStatus;
 
-fn failure(code: i32, reason: &str, message: String) -> ApiStatus {
+/// A failure `Status` with `code`, `reason` and `message`.
+pub(crate) fn failure(code: i32, reason: &str, message: String) -> ApiStatus {
     ApiStatus {
         code,
         status: "Failure".to_owned(),

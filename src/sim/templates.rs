@@ -218,7 +218,7 @@ impl Templates {
     /// The HEAD `apps.v1.Deployment` fixture ([`HEAD_DEPLOYMENT`]) as one template per
     /// [`DEPLOYMENT_REPLICAS`] value of `spec.replicas` (everything else as the fixture has
     /// it): protobuf, about 12 KB each. A simulator of Deployments names its objects after their
-    /// app (see the [module docs](super)); with
+    /// app (see [`SimServer`](super::SimServer#what-matches-a-real-api-server)); with
     /// [`SimConfig::update_template`](super::SimConfig::update_template) an update scales one.
     ///
     /// # Errors

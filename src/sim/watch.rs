@@ -12,19 +12,15 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::fault::StreamFault;
+use super::oversized::{Padded, pad_event};
 use super::rng::{SimRng, mix};
-use super::server::Shared;
+use super::shared::Shared;
 use super::state::{Item, encode_event};
 use super::status;
 use crate::object::{
     ApiStatus, DecodeError, Encoding, WatchEvent, WatchEventType, parse_resource_version,
 };
 use crate::reflector::{ApiError, Body, WatchOptions};
-
-/// Source of padding bytes for oversized frames (zeros for protobuf, spaces for JSON): chunks
-/// are slices of these, so an oversized frame is never built in memory.
-static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-static SPACES: [u8; 64 * 1024] = [b' '; 64 * 1024];
 
 /// Where a watch stands.
 enum Phase {
@@ -481,7 +477,13 @@ impl SimWatch {
                 self.close();
             }
             StreamFault::Oversized { bytes } => {
-                let (head, remaining, fill, tail) = self.oversized(bytes)?;
+                let event = self.bookmark_at_cursor(false)?;
+                let Padded {
+                    head,
+                    pad: remaining,
+                    fill,
+                    tail,
+                } = pad_event(encoding, event, bytes);
                 let resume = std::mem::replace(&mut self.phase, Phase::Closed);
                 self.phase = Phase::Padding {
                     remaining,
@@ -500,47 +502,6 @@ impl SimWatch {
             }
         }
         Ok(None)
-    }
-
-    /// A BOOKMARK at the cursor padded to `bytes`: its head, the padding length and byte, and
-    /// its tail.
-    fn oversized(
-        &mut self,
-        bytes: usize,
-    ) -> Result<(Bytes, usize, &'static [u8], Bytes), DecodeError> {
-        let event = self.bookmark_at_cursor(false)?;
-        match self.encoding() {
-            Encoding::Protobuf => {
-                // [len][WatchEvent][field 15, bytes: padding]: decoders skip unknown fields.
-                // `bytes` is the message after the length prefix (what frame limits measure).
-                let payload = &event[4..];
-                let base = payload.len() + 1;
-                let mut pad = 0usize;
-                for width in 1..=10usize {
-                    let p = bytes.saturating_sub(base + width);
-                    if varint_len(p as u64) == width {
-                        pad = p;
-                        break;
-                    }
-                }
-                let width = varint_len(pad as u64);
-                let len = payload.len() + 1 + width + pad;
-                let len = u32::try_from(len).unwrap_or(u32::MAX);
-                let mut head = Vec::with_capacity(4 + base + width);
-                head.extend_from_slice(&len.to_be_bytes());
-                head.extend_from_slice(payload);
-                head.push((15 << 3) | 2);
-                put_varint(&mut head, pad as u64);
-                Ok((Bytes::from(head), pad, &ZEROS, Bytes::new()))
-            }
-            Encoding::Json => {
-                // `{"type":"BOOKMARK","object":{…}` + spaces + `}\n`; `bytes` is the line
-                // without its `\n` (what line limits measure).
-                let cut = event.len().saturating_sub(2);
-                let pad = bytes.saturating_sub(event.len() - 1);
-                Ok((event.slice(..cut), pad, &SPACES, event.slice(cut..)))
-            }
-        }
     }
 
     /// Waits for new events, the deadline, or the periodic bookmark.
@@ -567,18 +528,6 @@ impl SimWatch {
             }
         }
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 impl Body for SimWatch {

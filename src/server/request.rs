@@ -1,0 +1,170 @@
+//! A request for the resource: the path parsed, the query turned into list, get or watch
+//! options (upstream `apiserver/pkg/endpoints/handlers/get.go` `ListResource`).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http::{Method, Response, StatusCode};
+
+use super::api::Api;
+use super::filter::Filter;
+use super::negotiate::partial_metadata;
+use super::response::{
+    ResponseBody, api_error_response, content_type, error_response, not_found, response,
+};
+use crate::reflector::{ListOptions, WatchOptions};
+use crate::sim::status::{bad_request, failure};
+
+/// The resource part of a path.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Target<'a> {
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+    /// `/watch/` in the path (the legacy watch prefix).
+    watch_prefix: bool,
+}
+
+impl Api {
+    /// Parses `[watch/][namespaces/<ns>/]<plural>[/<name>]`.
+    pub(super) fn target<'a>(&self, rest: &[&'a str]) -> Option<Target<'a>> {
+        let (watch_prefix, rest) = match rest {
+            ["watch", tail @ ..] => (true, tail),
+            _ => (false, rest),
+        };
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, tail @ ..] if !tail.is_empty() && self.resource.namespaced => {
+                (Some(*ns), tail)
+            }
+            _ => (None, rest),
+        };
+        match rest {
+            [plural] if *plural == self.resource.plural => Some(Target {
+                namespace,
+                name: None,
+                watch_prefix,
+            }),
+            [plural, name] if *plural == self.resource.plural => Some(Target {
+                namespace,
+                name: Some(*name),
+                watch_prefix,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Answers a request for the resource: `rest` is the path after the group version.
+    pub(super) async fn resource_request(
+        &self,
+        method: &Method,
+        rest: &[&str],
+        query: &[(String, String)],
+        accept: Option<&str>,
+    ) -> Response<ResponseBody> {
+        // A metadata-only request (`as=PartialObjectMetadata`): every object has that form.
+        let meta_only = partial_metadata(accept);
+        let enc = match meta_only {
+            Some(e) => e,
+            None => match self.encoding(accept) {
+                Ok(e) => e,
+                Err(r) => return *r,
+            },
+        };
+        let meta_only = meta_only.is_some();
+        let Some(target) = self.target(rest) else {
+            return not_found(enc);
+        };
+        if *method != Method::GET && *method != Method::HEAD {
+            return error_response(
+                &failure(
+                    405,
+                    "MethodNotAllowed",
+                    format!(
+                        "the server does not allow this method on the requested resource ({method})"
+                    ),
+                ),
+                enc,
+            );
+        }
+        let q = |k: &str| {
+            query
+                .iter()
+                .rev()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let watch = target.watch_prefix || matches!(q("watch"), Some("true" | "1"));
+        // A named watch is a watch on the collection with metadata.name=<name>.
+        let mut field_selector = q("fieldSelector").unwrap_or("").to_owned();
+        if let (true, Some(name)) = (watch, target.name) {
+            if !field_selector.is_empty() {
+                field_selector.push(',');
+            }
+            field_selector.push_str(&format!("metadata.name={name}"));
+        }
+        let filter = match Filter::new(target.namespace, Some(&field_selector)) {
+            Ok(f) => f,
+            Err(s) => return error_response(&s, enc),
+        };
+        let label_selector = q("labelSelector")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        if watch {
+            let send_initial_events = q("sendInitialEvents") == Some("true");
+            if send_initial_events && q("resourceVersionMatch") != Some("NotOlderThan") {
+                return error_response(
+                    &failure(
+                        422,
+                        "Invalid",
+                        "resourceVersionMatch: Required value: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+                    ),
+                    enc,
+                );
+            }
+            let timeout = match q("timeoutSeconds").map(str::parse::<u64>) {
+                None => None,
+                Some(Ok(s)) => Some(Duration::from_secs(s)),
+                Some(Err(_)) => {
+                    return error_response(&bad_request("invalid timeoutSeconds"), enc);
+                }
+            };
+            let opts = WatchOptions {
+                resource_version: q("resourceVersion").unwrap_or("").to_owned(),
+                allow_watch_bookmarks: q("allowWatchBookmarks") == Some("true"),
+                timeout,
+                send_initial_events,
+                label_selector,
+                field_selector: None,
+            };
+            return self.watch(opts, filter, enc, meta_only).await;
+        }
+        if let Some(name) = target.name {
+            return self.get(target.namespace, name, enc, meta_only);
+        }
+        let limit = match q("limit").filter(|l| !l.is_empty()).map(str::parse::<u32>) {
+            None => None,
+            Some(Ok(l)) => Some(l),
+            Some(Err(_)) => return error_response(&bad_request("invalid limit"), enc),
+        };
+        let opts = ListOptions {
+            resource_version: q("resourceVersion").map(str::to_owned),
+            resource_version_match: q("resourceVersionMatch")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+            limit,
+            continue_token: q("continue").filter(|s| !s.is_empty()).map(str::to_owned),
+            label_selector,
+            field_selector: None,
+        };
+        self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        let page = if filter.is_empty() {
+            self.list_page(&opts, enc, meta_only).await
+        } else {
+            self.filtered_list_page(&opts, &filter, enc, meta_only)
+                .await
+        };
+        match page {
+            Ok(body) => response(StatusCode::OK, content_type(enc), body),
+            Err(e) => api_error_response(e, enc),
+        }
+    }
+}
