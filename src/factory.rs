@@ -26,7 +26,7 @@ use tokio::runtime::Handle;
 
 use crate::distributor::AddListenerError;
 use crate::informer::{
-    CacheSyncError, EventStream, HandlerOptions, Informer, InformerConfig, TypedLister,
+    CENTURY, CacheSyncError, EventStream, HandlerOptions, Informer, InformerConfig, TypedLister,
 };
 use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 
@@ -558,7 +558,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// Cancel safe: it only observes.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let now = tokio::time::Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
+        let deadline = now.checked_add(timeout).unwrap_or(now + CENTURY);
         let mut failed = Vec::new();
         for (_, informer) in self.started() {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -576,7 +576,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
     pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let now = std::time::Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
+        let deadline = now.checked_add(timeout).unwrap_or(now + CENTURY);
         let failed = self
             .started()
             .into_iter()
@@ -629,9 +629,6 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
         informers
     }
 }
-
-/// Stands for "no deadline" where a timeout does not fit in an `Instant` (`Duration::MAX`).
-const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 fn merge(failed: Vec<CacheSyncError>) -> Result<(), CacheSyncError> {
     if failed.is_empty() {
