@@ -27,6 +27,10 @@ pub struct ShutDown;
 /// A work queue with client-go's semantics: deduplication, no concurrent processing of an item,
 /// delays and per-item rate limits. A cheap handle: clones share one queue.
 ///
+/// client-go layers three types (`Interface`, `DelayingInterface`, `RateLimitingInterface`) and
+/// runs a goroutine per delaying queue plus one for its metrics; this one type does all three
+/// and starts nothing (see *Time*; gauges are computed when scraped).
+///
 /// # Semantics
 ///
 /// - An item is *dirty* from an add until a worker gets it, and *in flight* from
@@ -46,7 +50,8 @@ pub struct ShutDown;
 ///
 /// Every operation takes the queue's one lock briefly; none runs user code under it except the
 /// item's `Hash`, `Eq` and `Clone`. [`len`](Self::len) and [`stats`](Self::stats) are exact at
-/// the instant they take the lock and stale right after.
+/// the instant they take the lock and stale right after. Rate limiters keep their own lock and
+/// are asked outside the queue's.
 ///
 /// # Time
 ///
@@ -186,8 +191,8 @@ impl<T: Hash + Eq + Clone + Send + 'static> Shared<T> {
     /// `held` says the caller gave the timer back at the top of this attempt: if it leaves now,
     /// another waiter must take the timer over.
     fn try_take(&self, st: &mut State<T>, held: bool) -> (Option<Result<T, ShutDown>>, Wake) {
-        // A plain shutdown hands out nothing more (SEMANTICS.md: queued items are handed out
-        // only while draining); `shutdown_with_drain` keeps handing out what was queued.
+        // A plain shutdown hands out nothing more (unlike client-go, see `shutdown`);
+        // `shutdown_with_drain` keeps handing out what was queued.
         if st.shutting_down && !st.drain {
             return (Some(Err(ShutDown)), Wake::default());
         }
