@@ -195,7 +195,7 @@ impl DeltaFifo {
 
     /// Replaces the queue's view with a full list (client-go `Replace`, with Replaced deltas):
     /// queues [`DeltaType::Replaced`] for every listed object, then a [`DeltaType::Deleted`]
-    /// with a [`DeletedFinalStateUnknown`] tombstone for every key queued or known but not
+    /// with a [`DeletedFinalStateUnknown`](super::DeletedFinalStateUnknown) tombstone for every key queued or known but not
     /// listed. The tombstone carries the newest queued object of the key, else the known one.
     ///
     /// The first call marks the queue populated: it [`has_synced`](Self::has_synced) once

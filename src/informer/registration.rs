@@ -49,7 +49,7 @@ impl Registration {
     /// Waits until [`has_synced`](Self::has_synced), up to `timeout` (tokio's clock); `false`
     /// on timeout or when the informer stopped first. No polling: wakes on the sync itself.
     /// (A `bool`, as client-go's per-handler `HasSynced`; the informer-wide waits return a
-    /// [`CacheSyncError`] naming what did not sync.)
+    /// [`CacheSyncError`](super::CacheSyncError) naming what did not sync.)
     ///
     /// # Paused time
     /// As [`Informer::wait_for_cache_sync`]: handlers and the processing thread are not tokio
@@ -122,7 +122,7 @@ impl<L: ListerWatcher> Informer<L> {
         .map(|(r, ())| r)
     }
 
-    /// The informer's changes as a stream of typed [`Event`]s with list/watch errors, the
+    /// The informer's changes as a stream of typed [`Event`](super::Event)s with list/watch errors, the
     /// shape of kube-runtime's `watcher` (see [`EventStream`]). A handler like any other
     /// ([`add_stream`](Self::add_stream)), its objects read through `lister` (decoded once
     /// per object version, shared with every other reader of that lister).
