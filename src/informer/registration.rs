@@ -52,8 +52,7 @@ impl Registration {
     /// [`CacheSyncError`](super::CacheSyncError) naming what did not sync.)
     ///
     /// # Paused time
-    /// As [`Informer::wait_for_cache_sync`]: handlers and the processing thread are not tokio
-    /// tasks, so under paused time this may time out early in virtual time; use
+    /// As for [`Informer::wait_for_cache_sync`]: under paused tokio time, use
     /// [`wait_for_sync_blocking`](Self::wait_for_sync_blocking) inside `spawn_blocking`.
     ///
     /// # Cancel safety

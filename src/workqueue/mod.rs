@@ -30,14 +30,17 @@
 
 mod clock;
 mod enqueue;
+mod error;
 mod metrics;
 mod queue;
 mod rate_limiter;
+mod shared;
 mod state;
 
 pub use clock::{Advance, Clock, FakeClock, OnAdvance, SystemClock};
+pub use error::ShutDown;
 pub use metrics::{QueueMetrics, QueueStats};
-pub use queue::{Builder, ShutDown, WorkQueue};
+pub use queue::{Builder, WorkQueue};
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
     RateLimiter, RateLimiterError, default_controller_rate_limiter,
