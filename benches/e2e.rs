@@ -46,13 +46,13 @@ use futures_util::StreamExt;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
 use informer::distributor::EventHandler;
 use informer::fifo::{DeltaObject, FifoKind};
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, parse_resource_version};
 use informer::reflector::{
     ApiError, Body, ListOptions, ListerWatcher, WatchOptions, WatchResponse,
 };
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+use informer::{HandlerOptions, Informer, InformerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "common/raw_frames.rs"]

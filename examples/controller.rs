@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use informer::Informer;
 use informer::client::ClientOptions;
 use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
-use informer::informer::Informer;
 use informer::reflector::ListerWatcher;
 use informer::server::{ServerConfig, serve_many};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};

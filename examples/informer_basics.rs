@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use informer::distributor::HandlerFns;
-use informer::informer::{Informer, InformerConfig};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::{Informer, InformerConfig};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

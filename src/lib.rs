@@ -27,6 +27,9 @@ pub mod client;
 pub mod distributor;
 pub mod factory;
 pub mod fifo;
+// Every public item is re-exported at the root: `informer::Informer`, not the stuttering
+// `informer::informer::Informer`. The module stays public (hidden) so that older paths build.
+#[doc(hidden)]
 pub mod informer;
 pub mod object;
 pub mod reflector;
@@ -44,15 +47,17 @@ pub mod workqueue;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-// The types a controller touches, at the root.
+// The types a controller touches, at the root (all of the informer module's).
 pub use api::{KubeInformer, KubeInformerFactory, MakeHttpListerWatcher};
 pub use client::{ApiResource, ClientOptions, HttpListerWatcher};
 pub use distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
 pub use factory::{SharedInformerFactory, TypedInformer};
 pub use fifo::DeltaObject;
 pub use informer::{
-    CacheSyncError, Event, EventError, EventStream, HandlerOptions, Informer, InformerConfig,
-    InformerMetricsProvider, Lister, Registration, TypedLister, strip_managed_fields,
+    AlreadyStarted, CacheSyncError, ERROR_BACKLOG, Event, EventError, EventStream, HandlerOptions,
+    Informer, InformerConfig, InformerMetrics, InformerMetricsProvider, LabelSelector, Lister,
+    MAX_SELECTOR_LEN, MIN_RESYNC_PERIOD, NamespaceLister, Registration, SelectorError,
+    TypedIndexError, TypedLister, TypedNamespaceLister, strip_managed_fields,
 };
 pub use object::{DecodeError, Object, ObjectKey};
 pub use reflector::{ListerWatcher, ReflectorError};

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informer::client::{ApiResource, HttpListerWatcher};
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Encoding;
 use informer::reflector::{BackoffConfig, ListerWatcher, ReflectorConfig};
+use informer::{HandlerOptions, Informer, InformerConfig};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};

@@ -17,9 +17,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
+use informer::InformerConfig;
 use informer::client::ClientOptions;
 use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
-use informer::informer::InformerConfig;
 use informer::object::{self, GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference};
 use informer::reflector::{BackoffConfig, ListerWatcher, ReflectorConfig};
 use informer::server::{ServerConfig, serve_many};

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::factory::{GroupVersionResource, RequestOptions, SharedInformerFactory};
-use informer::informer::{Informer, InformerConfig};
 use informer::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+use informer::{Informer, InformerConfig};
 use k8s_pb::api::core::v1::Pod;
 
 /// What one request carried: (kind, labelSelector, fieldSelector).

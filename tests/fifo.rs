@@ -57,7 +57,7 @@ fn fifo_with(known: &Known) -> DeltaFifo {
 }
 
 /// Applies each popped key's newest state to `known`, as an informer would.
-fn apply(batch: &informer::fifo::Batch, known: &Known) {
+fn apply(batch: &informer::fifo::PopBatch, known: &Known) {
     let mut map = known.lock().unwrap();
     for item in batch {
         let newest = item.deltas.newest().unwrap();
@@ -79,7 +79,7 @@ fn drain_into(fifo: &DeltaFifo, known: &Known) -> Vec<(ObjectKey, Vec<Delta>)> {
     out
 }
 
-fn by_key(batch: &informer::fifo::Batch) -> HashMap<ObjectKey, Shape> {
+fn by_key(batch: &informer::fifo::PopBatch) -> HashMap<ObjectKey, Shape> {
     batch
         .iter()
         .map(|i| (i.key.clone(), shape(&i.deltas)))
@@ -526,7 +526,7 @@ fn random_operations_end_with_store_equal_to_last_list() {
             let fifo = fifo_with(&known);
             // At most one batch in flight, applied only when the consumer gets to it (the
             // next pop op, or the end), like a single informer consumer.
-            let mut in_flight: Option<informer::fifo::Batch> = None;
+            let mut in_flight: Option<informer::fifo::PopBatch> = None;
             for (i, (kind, k, hold)) in ops.iter().enumerate() {
                 let o = obj(&format!("k{k}"), &i.to_string());
                 match kind {

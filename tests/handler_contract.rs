@@ -11,9 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use crossbeam::channel::bounded;
 use informer::distributor::{HandlerFns, OverflowPolicy};
-use informer::informer::{HandlerOptions, Informer, InformerConfig, Registration};
 use informer::reflector::ListerWatcher;
 use informer::sim::SimServer;
+use informer::{HandlerOptions, Informer, InformerConfig, Registration};
 
 /// Runs `f` on its own thread; fails the test if it has not returned within `secs` (a
 /// deadlock: the stuck thread is left behind, the test reports instead of hanging).

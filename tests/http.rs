@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
-use informer::informer::{Informer, InformerConfig};
 use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_list};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
+use informer::{Informer, InformerConfig};
 use support::{Versions, eventually, sim, start};
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use informer::distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{
+use informer::object::{Object, ObjectKey, StrMap};
+use informer::sim::SimServer;
+use informer::{
     AlreadyStarted, HandlerOptions, Informer, InformerConfig, LabelSelector, Registration,
     TypedLister,
 };
-use informer::object::{Object, ObjectKey, StrMap};
-use informer::sim::SimServer;
 
 mod views;
 
@@ -489,7 +489,7 @@ async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_reads_use_them() {
-    use informer::informer::TypedIndexError;
+    use informer::TypedIndexError;
     use informer::store::{LABELS_INDEX, StoreError, labels_index_func};
     use k8s_pb::api::core::v1::Pod;
 
@@ -582,7 +582,7 @@ fn label_selectors_parse_as_upstream_and_reject_bad_input() {
             "{bad:?} should not parse"
         );
     }
-    let long = "a".repeat(informer::informer::MAX_SELECTOR_LEN + 1);
+    let long = "a".repeat(informer::MAX_SELECTOR_LEN + 1);
     assert!(long.parse::<LabelSelector>().is_err());
     let round: LabelSelector = "app=web,tier in (a,b),!x".parse().unwrap();
     assert_eq!(round.to_string().parse::<LabelSelector>().unwrap(), round);
@@ -683,7 +683,7 @@ fn label_selectors_follow_upstream_edge_cases() {
     }
     // The error names the offending requirement.
     match "app=web,tier=-x".parse::<LabelSelector>() {
-        Err(informer::informer::SelectorError::Invalid { requirement, .. }) => {
+        Err(informer::SelectorError::Invalid { requirement, .. }) => {
             assert_eq!(requirement, "tier=-x");
         }
         other => panic!("{other:?}"),

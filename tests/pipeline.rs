@@ -10,13 +10,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
 use informer::sim::{FloodMix, SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+use informer::{HandlerOptions, Informer, InformerConfig};
 
 type ViewMap = BTreeMap<ObjectKey, (String, String)>;
 

@@ -23,8 +23,8 @@ use cpu_time::ProcessTime;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
 use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
+use informer::{HandlerOptions, Informer, InformerConfig};
 
 use crate::raw_frames::RawFrames;
 

@@ -44,11 +44,11 @@ use std::thread::JoinHandle;
 use informer::client::{ApiResource, HttpListerWatcher};
 use informer::distributor::{AddListenerError, HandlerFns};
 use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
-use informer::informer::{HandlerOptions, Registration, TypedIndexError, TypedLister};
 use informer::object::{DecodeError, Object, ObjectKey};
 use informer::reflector::ListerWatcher;
 use informer::store::{IndexFunc, IndexValues, StoreError, index_func};
 use informer::workqueue::{ShutDown, WorkQueue};
+use informer::{HandlerOptions, Registration, TypedIndexError, TypedLister};
 use k8s_pb::api::apps::v1::Deployment;
 use k8s_pb::api::core::v1::Pod;
 

@@ -13,7 +13,7 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use informer::client::{ApiResource, ClientOptions, HttpListerWatcher};
-//! use informer::informer::{Informer, InformerConfig};
+//! use informer::{Informer, InformerConfig};
 //! let client = ClientOptions::default().client().await?;
 //! let pods = HttpListerWatcher::new(client, ApiResource::core("v1", "pods", "Pod"));
 //! let informer = Informer::new(pods, InformerConfig::default());

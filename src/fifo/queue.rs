@@ -1,29 +1,21 @@
-//! [`DeltaFifo`]: the queue itself, its [`Builder`] and the popped [`Batch`].
+//! [`DeltaFifo`]: the queue and its [`Builder`]; what a pop hands out is in `batch.rs`, the
+//! state under the lock in `state.rs`.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
-use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
+use super::batch::{KeyDeltas, PopBatch};
+use super::delta::{Delta, DeltaType, Deltas};
 use super::error::{PopError, TryPopError};
 use super::in_order::InOrder;
 use super::known::KnownObjects;
+use super::state::{InFlight, Inner, Shared, UNPOPULATED, tombstone};
+use super::transform::Transform;
 use crate::object::{Object, ObjectKey, parse_resource_version};
-use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
-
-/// A transform applied to every object entering the queue from the producer (`add`, `update`,
-/// `delete`, `replace`), before it is queued; for example dropping `managedFields`
-/// (client-go `TransformFunc`). Not applied to objects read back from [`KnownObjects`] (they went
-/// through it when they were queued).
-pub type Transform = Arc<dyn Fn(Arc<Object>) -> Arc<Object> + Send + Sync>;
-
-/// `unsynced` before the first `replace`.
-const UNPOPULATED: usize = usize::MAX;
 
 /// How the queue keeps changes (client-go has both; `RealFIFO` is its default since 1.33).
 ///
@@ -51,72 +43,38 @@ pub enum FifoKind {
     RealFifo,
 }
 
-/// A queue of per-key deltas (client-go `DeltaFIFO`); see the [module docs](super) for the rules.
+/// A queue of per-key deltas (client-go `DeltaFIFO`, `tools/cache/delta_fifo.go`).
 ///
 /// Cloning gives another handle to the same queue: typically the reflector holds one to produce
 /// and the informer one to consume.
+///
+/// # Rules (as client-go)
+/// - Per key, deltas are kept oldest first; keys pop in the order they were first queued; a key
+///   is queued at most once (new deltas for a queued key join its list).
+/// - Only two consecutive [`DeltaType::Deleted`] are collapsed, keeping the one that is not a
+///   tombstone ([`Deltas`]).
+/// - `delete` of a key neither queued nor known (see [`KnownObjects`]) is ignored.
+/// - `replace` queues [`DeltaType::Replaced`] for every listed object and a
+///   [`DeltaType::Deleted`] carrying a [`DeletedFinalStateUnknown`] tombstone for every key that
+///   is queued or known but not listed; the tombstone holds the newest queued object of that
+///   key, else the known object.
+/// - `resync` queues [`DeltaType::Sync`] for every known key with nothing queued.
+/// - After [`close`](Self::close), pops hand out what is left, then fail with
+///   [`PopError::Closed`].
+/// - A [`Transform`] runs on every incoming object before it is queued.
+///
+/// # Differences from client-go
+/// - No lock while the consumer works: a pop takes up to `max` keys out under a short lock and
+///   returns them as a [`PopBatch`]; producers go on while the consumer applies it. Until the
+///   batch is dropped, the queue reads [`KnownObjects`] as if it were already applied, as
+///   client-go's lock guaranteed: drop a batch only after applying it.
+/// - [`has_synced`](Self::has_synced) is lock-free and only a `replace` populates the queue
+///   (see there).
+///
+/// [`DeletedFinalStateUnknown`]: super::DeletedFinalStateUnknown
 #[derive(Clone)]
 pub struct DeltaFifo {
     shared: Arc<Shared>,
-}
-
-struct Shared {
-    inner: Mutex<Inner>,
-    /// Signals blocked [`DeltaFifo::pop_batch`] callers (only when `Inner::blocked_poppers > 0`).
-    cond: Condvar,
-    /// Signals async [`DeltaFifo::pop_batch_async`] callers.
-    notify: Notify,
-    known: Option<Arc<dyn KnownObjects>>,
-    transform: Option<Transform>,
-    /// Items of the first `replace` not yet popped *and* completed (their [`Batch`] dropped);
-    /// [`UNPOPULATED`] before the first `replace`. `has_synced` is `unsynced == 0`.
-    ///
-    /// Written under the lock by the first `replace` and decremented by `Batch::drop` with
-    /// `Release`; read with `Acquire`, so a thread that sees `has_synced() == true` also sees
-    /// everything the consumer did before completing the last initial batch (e.g. store writes).
-    unsynced: AtomicUsize,
-}
-
-struct Inner {
-    /// Deltas per queued key; a key is here iff it is in `queue` ([`FifoKind::DeltaFifo`]).
-    items: HashMap<ObjectKey, Deltas>,
-    /// Every change in order ([`FifoKind::RealFifo`]; `items` and `queue` stay empty).
-    in_order: Option<InOrder>,
-    /// Queued keys in first-enqueue order, each once.
-    queue: VecDeque<ObjectKey>,
-    /// Keys popped in batches not yet completed, with the state the consumer is applying. Only
-    /// kept when there are [`KnownObjects`]: it overlays them, so deletion detection and resync
-    /// see the state as if those batches were already applied (upstream gets this by holding
-    /// its lock while the consumer runs; we do not).
-    in_flight: HashMap<ObjectKey, InFlight>,
-    next_batch: u64,
-    /// Items of the first `replace` not yet popped.
-    initial_unpopped: usize,
-    populated: bool,
-    closed: bool,
-    /// Threads waiting in `pop_batch`.
-    blocked_poppers: usize,
-    /// The resourceVersion of the newest `replace` (0 before the first, or when it is not a
-    /// number), handed to every batch taken after it.
-    replaced_rv: u64,
-}
-
-struct InFlight {
-    batch: u64,
-    /// The object after applying the batch; `None` when its newest delta is a deletion.
-    after: Option<Arc<Object>>,
-}
-
-/// One popped key: its deltas, oldest first, and whether it belongs to the first `replace`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyDeltas {
-    /// The key.
-    pub key: ObjectKey,
-    /// Its deltas, oldest first; never empty.
-    pub deltas: Deltas,
-    /// `true` while the queue has not synced: this key is part of the first `replace` (client-go
-    /// `isInInitialList`); the informer passes it on to `on_add`.
-    pub is_in_initial_list: bool,
 }
 
 /// Builds a [`DeltaFifo`] with [`KnownObjects`] and a [`Transform`].
@@ -227,17 +185,17 @@ impl DeltaFifo {
     pub fn delete(&self, obj: Arc<Object>) {
         let obj = self.transform(obj);
         let key = obj.key();
-        let mut inner = self.lock();
-        if !is_queued(&inner, &key) && self.known_get(&inner, &key).is_none() {
+        let mut inner = self.shared.lock();
+        if !inner.is_queued(&key) && self.shared.known_get(&inner, &key).is_none() {
             return;
         }
-        let wake = enqueue(&mut inner, key, Delta::new(DeltaType::Deleted, obj));
+        let wake = inner.enqueue(key, Delta::new(DeltaType::Deleted, obj));
         self.wake(inner, wake);
     }
 
     /// Replaces the queue's view with a full list (client-go `Replace`, with Replaced deltas):
     /// queues [`DeltaType::Replaced`] for every listed object, then a [`DeltaType::Deleted`]
-    /// with a [`DeletedFinalStateUnknown`] tombstone for every key queued or known but not
+    /// with a [`DeletedFinalStateUnknown`](super::DeletedFinalStateUnknown) tombstone for every key queued or known but not
     /// listed. The tombstone carries the newest queued object of the key, else the known one.
     ///
     /// The first call marks the queue populated: it [`has_synced`](Self::has_synced) once
@@ -245,7 +203,7 @@ impl DeltaFifo {
     ///
     /// `resource_version` is the list's version. The queue does not order by it (the reflector
     /// tracks versions); it hands it to every batch taken from now on
-    /// ([`Batch::list_resource_version`]), so that the consumer that applies the last of the
+    /// ([`PopBatch::list_resource_version`]), so that the consumer that applies the last of the
     /// list knows the version its store then reflects (client-go's AtomicFIFO keeps the same
     /// for `LastStoreSyncResourceVersion`).
     pub fn replace(&self, list: Vec<Arc<Object>>, resource_version: &str) {
@@ -259,7 +217,7 @@ impl DeltaFifo {
             .collect();
         let listed: HashSet<ObjectKey> = list.iter().map(|(k, _)| k.clone()).collect();
 
-        let mut inner = self.lock();
+        let mut inner = self.shared.lock();
         // Recorded under the lock before any item can be popped.
         inner.replaced_rv = parse_resource_version(resource_version).unwrap_or(0);
         if inner.in_order.is_some() {
@@ -270,7 +228,7 @@ impl DeltaFifo {
         }
         let mut wake = false;
         for (key, obj) in list {
-            wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Replaced, obj));
+            wake |= inner.enqueue(key, Delta::new(DeltaType::Replaced, obj));
         }
 
         // Deletions of queued keys, in queue order.
@@ -284,19 +242,19 @@ impl DeltaFifo {
             })
             .collect();
         for (key, obj) in queued_missing {
-            wake |= enqueue_tombstone(&mut inner, key, obj);
+            wake |= inner.enqueue_tombstone(key, obj);
         }
 
         // Deletions of known keys with nothing queued.
-        for key in self.known_keys(&inner) {
+        for key in self.shared.known_keys(&inner) {
             if listed.contains(&key) || inner.items.contains_key(&key) {
                 continue;
             }
             // A key listed but then gone from the store was deleted meanwhile: nothing to do.
-            let Some(obj) = self.known_get(&inner, &key) else {
+            let Some(obj) = self.shared.known_get(&inner, &key) else {
                 continue;
             };
-            wake |= enqueue_tombstone(&mut inner, key, obj);
+            wake |= inner.enqueue_tombstone(key, obj);
         }
 
         self.mark_populated(&mut inner);
@@ -307,7 +265,7 @@ impl DeltaFifo {
     fn mark_populated(&self, inner: &mut Inner) {
         if !inner.populated {
             inner.populated = true;
-            let n = queued_len(inner);
+            let n = inner.queued_len();
             inner.initial_unpopped = n;
             self.shared.unsynced.store(n, Ordering::Release);
         }
@@ -324,7 +282,7 @@ impl DeltaFifo {
         list: Vec<(ObjectKey, Arc<Object>)>,
         listed: &HashSet<ObjectKey>,
     ) -> bool {
-        let was_empty = queued_len(inner) == 0;
+        let was_empty = inner.queued_len() == 0;
         let mut gone: Vec<(ObjectKey, Arc<Object>)> = {
             let q = inner.in_order.as_ref().expect("in-order queue");
             let mut queued: Vec<ObjectKey> = q
@@ -338,32 +296,25 @@ impl DeltaFifo {
                 .filter_map(|k| q.newest(&k).map(|o| (k, o)))
                 .collect()
         };
-        for key in self.known_keys(inner) {
+        for key in self.shared.known_keys(inner) {
             let queued = inner.in_order.as_ref().is_some_and(|q| q.is_queued(&key));
             if listed.contains(&key) || queued {
                 continue;
             }
-            if let Some(obj) = self.known_get(inner, &key) {
+            if let Some(obj) = self.shared.known_get(inner, &key) {
                 gone.push((key, obj));
             }
         }
         let q = inner.in_order.as_mut().expect("in-order queue");
         let group = q.new_group();
         for (key, obj) in gone {
-            let tombstone = DeletedFinalStateUnknown {
-                key: key.clone(),
-                obj,
-            };
-            let delta = Delta {
-                kind: DeltaType::Deleted,
-                object: tombstone.into(),
-            };
+            let delta = tombstone(key.clone(), obj);
             q.push(key, delta, group);
         }
         for (key, obj) in list {
             q.push(key, Delta::new(DeltaType::Replaced, obj), group);
         }
-        was_empty && queued_len(inner) > 0
+        was_empty && inner.queued_len() > 0
     }
 
     /// Queues a [`DeltaType::Sync`] delta for every known key that has nothing queued (client-go
@@ -372,21 +323,21 @@ impl DeltaFifo {
         if self.shared.known.is_none() {
             return;
         }
-        let mut inner = self.lock();
+        let mut inner = self.shared.lock();
         let mut wake = false;
-        for key in self.known_keys(&inner) {
-            if is_queued(&inner, &key) {
+        for key in self.shared.known_keys(&inner) {
+            if inner.is_queued(&key) {
                 continue;
             }
-            if let Some(obj) = self.known_get(&inner, &key) {
-                wake |= enqueue(&mut inner, key, Delta::new(DeltaType::Sync, obj));
+            if let Some(obj) = self.shared.known_get(&inner, &key) {
+                wake |= inner.enqueue(key, Delta::new(DeltaType::Sync, obj));
             }
         }
         self.wake(inner, wake);
     }
 
     /// `true` once the first [`replace`](Self::replace) happened and every key it left queued
-    /// (listed items and detected deletions) has been popped and its [`Batch`] completed
+    /// (listed items and detected deletions) has been popped and its [`PopBatch`] completed
     /// (dropped). One atomic load: lock-free, callable from anywhere, including the consumer
     /// while it holds a batch.
     ///
@@ -400,7 +351,7 @@ impl DeltaFifo {
     /// [`PopError::Closed`]. Wakes every waiting pop. Producers may still push (their deltas are
     /// handed out too); nothing ever blocks them.
     pub fn close(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.shared.lock();
         inner.closed = true;
         drop(inner);
         self.shared.cond.notify_all();
@@ -409,22 +360,22 @@ impl DeltaFifo {
 
     /// `true` after [`close`](Self::close).
     pub fn is_closed(&self) -> bool {
-        self.lock().closed
+        self.shared.lock().closed
     }
 
     /// Number of queued keys ([`FifoKind::RealFifo`]: of queued changes).
     pub fn len(&self) -> usize {
-        queued_len(&self.lock())
+        self.shared.lock().queued_len()
     }
 
     /// `true` when nothing is queued.
     pub fn is_empty(&self) -> bool {
-        queued_len(&self.lock()) == 0
+        self.shared.lock().queued_len() == 0
     }
 
     /// Queued keys in pop order ([`FifoKind::RealFifo`]: one per queued change).
     pub fn queued_keys(&self) -> Vec<ObjectKey> {
-        let inner = self.lock();
+        let inner = self.shared.lock();
         match &inner.in_order {
             Some(q) => q.keys_in_order(),
             None => inner.queue.iter().cloned().collect(),
@@ -435,15 +386,15 @@ impl DeltaFifo {
     /// blocking while the queue is empty. The queue's lock is held only to take the batch out:
     /// the consumer works on it without any lock of ours, and producers go on meanwhile.
     ///
-    /// Drop the [`Batch`] once its deltas are applied: that completes it (see
-    /// [`Batch`] and [`has_synced`](Self::has_synced)).
+    /// Drop the [`PopBatch`] once its deltas are applied: that completes it (see
+    /// [`PopBatch`] and [`has_synced`](Self::has_synced)).
     ///
     /// # Errors
     /// [`PopError::Closed`] once the queue is closed and empty.
-    pub fn pop_batch(&self, max: usize) -> Result<Batch, PopError> {
-        let mut inner = self.lock();
+    pub fn pop_batch(&self, max: usize) -> Result<PopBatch, PopError> {
+        let mut inner = self.shared.lock();
         loop {
-            if queued_len(&inner) > 0 {
+            if inner.queued_len() > 0 {
                 return Ok(self.take_locked(&mut inner, max));
             }
             if inner.closed {
@@ -464,9 +415,9 @@ impl DeltaFifo {
     /// # Errors
     /// [`TryPopError::Empty`] when nothing is queued, [`TryPopError::Closed`] once the queue is
     /// closed and empty.
-    pub fn try_pop_batch(&self, max: usize) -> Result<Batch, TryPopError> {
-        let mut inner = self.lock();
-        if queued_len(&inner) > 0 {
+    pub fn try_pop_batch(&self, max: usize) -> Result<PopBatch, TryPopError> {
+        let mut inner = self.shared.lock();
+        if inner.queued_len() > 0 {
             Ok(self.take_locked(&mut inner, max))
         } else if inner.closed {
             Err(TryPopError::Closed)
@@ -484,7 +435,7 @@ impl DeltaFifo {
     /// # Cancel safety
     /// Cancel safe: the batch is taken synchronously in the poll that returns it, so a dropped
     /// future never loses deltas.
-    pub async fn pop_batch_async(&self, max: usize) -> Result<Batch, PopError> {
+    pub async fn pop_batch_async(&self, max: usize) -> Result<PopBatch, PopError> {
         loop {
             let notified = self.shared.notify.notified();
             let mut notified = std::pin::pin!(notified);
@@ -498,15 +449,6 @@ impl DeltaFifo {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // No code of ours panics under the lock with the structures half-updated; a panic in a
-        // `KnownObjects` implementation leaves them consistent.
-        self.shared
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn transform(&self, obj: Arc<Object>) -> Arc<Object> {
         match &self.shared.transform {
             Some(f) => f(obj),
@@ -514,33 +456,30 @@ impl DeltaFifo {
         }
     }
 
-    /// Queues a batch of watch changes in order, as [`DeltaFifo::add`], [`DeltaFifo::update`]
-    /// and [`DeltaFifo::delete`] one by one would, but under one lock and with at most one
-    /// wake-up of a waiting pop: a consumer woken by the first change finds the whole batch
-    /// (client-go's reflector takes the DeltaFIFO lock per event; the outcome is the same).
-    pub fn apply_changes(&self, changes: Vec<WatchChange>) {
+    /// Queues a batch of changes in order, as [`add`](Self::add) ([`DeltaType::Added`]),
+    /// [`update`](Self::update) ([`DeltaType::Updated`]) and [`delete`](Self::delete)
+    /// ([`DeltaType::Deleted`]) one by one would (any other type is queued as given), but under
+    /// one lock and with at most one wake-up of a waiting pop: a consumer woken by the first
+    /// change finds the whole batch (client-go's reflector takes the DeltaFIFO lock per event;
+    /// the outcome is the same). The reflector's watch batches come in through this.
+    pub fn apply_changes(&self, changes: impl IntoIterator<Item = (DeltaType, Arc<Object>)>) {
         let prepared: Vec<(DeltaType, ObjectKey, Arc<Object>)> = changes
             .into_iter()
-            .map(|c| {
-                let (kind, obj) = match c {
-                    WatchChange::Added(o) => (DeltaType::Added, o),
-                    WatchChange::Modified(o) => (DeltaType::Updated, o),
-                    WatchChange::Deleted(o) => (DeltaType::Deleted, o),
-                };
+            .map(|(kind, obj)| {
                 let obj = self.transform(obj);
                 (kind, obj.key(), obj)
             })
             .collect();
-        let mut inner = self.lock();
+        let mut inner = self.shared.lock();
         let mut wake = false;
         for (kind, key, obj) in prepared {
             if kind == DeltaType::Deleted
-                && !is_queued(&inner, &key)
-                && self.known_get(&inner, &key).is_none()
+                && !inner.is_queued(&key)
+                && self.shared.known_get(&inner, &key).is_none()
             {
                 continue;
             }
-            wake |= enqueue(&mut inner, key, Delta::new(kind, obj));
+            wake |= inner.enqueue(key, Delta::new(kind, obj));
         }
         self.wake(inner, wake);
     }
@@ -548,13 +487,15 @@ impl DeltaFifo {
     fn push(&self, kind: DeltaType, obj: Arc<Object>) {
         let obj = self.transform(obj);
         let key = obj.key();
-        let mut inner = self.lock();
-        let wake = enqueue(&mut inner, key, Delta::new(kind, obj));
+        let mut inner = self.shared.lock();
+        let wake = inner.enqueue(key, Delta::new(kind, obj));
         self.wake(inner, wake);
     }
 
-    /// Releases the lock, then wakes waiting pops if the queue just became non-empty (waiters
-    /// only sleep on an empty queue, so other pushes need no wake-up).
+    /// Releases the lock, then wakes waiting pops if the queue just became non-empty: waiters
+    /// only sleep on an empty queue, so other pushes need no wake-up, and the `Condvar` is
+    /// signalled only when a thread waits on it (async pops wait on the `Notify`). A busy queue
+    /// costs producers one short lock per push and no wake-up.
     fn wake(&self, inner: MutexGuard<'_, Inner>, became_non_empty: bool) {
         let blocked = inner.blocked_poppers > 0;
         drop(inner);
@@ -566,35 +507,7 @@ impl DeltaFifo {
         }
     }
 
-    /// The known object under `key`, with in-flight batches applied.
-    fn known_get(&self, inner: &Inner, key: &ObjectKey) -> Option<Arc<Object>> {
-        let known = self.shared.known.as_ref()?;
-        match inner.in_flight.get(key) {
-            Some(f) => f.after.clone(),
-            None => known.get(key),
-        }
-    }
-
-    /// The known keys, with in-flight batches applied.
-    fn known_keys(&self, inner: &Inner) -> Vec<ObjectKey> {
-        let Some(known) = &self.shared.known else {
-            return Vec::new();
-        };
-        let mut keys = known.list_keys();
-        if !inner.in_flight.is_empty() {
-            keys.retain(|k| !inner.in_flight.contains_key(k));
-            keys.extend(
-                inner
-                    .in_flight
-                    .iter()
-                    .filter(|(_, f)| f.after.is_some())
-                    .map(|(k, _)| k.clone()),
-            );
-        }
-        keys
-    }
-
-    fn take_locked(&self, inner: &mut Inner, max: usize) -> Batch {
+    fn take_locked(&self, inner: &mut Inner, max: usize) -> PopBatch {
         let id = inner.next_batch;
         inner.next_batch += 1;
         let track = self.shared.known.is_some();
@@ -642,7 +555,7 @@ impl DeltaFifo {
                 is_in_initial_list,
             });
         }
-        Batch {
+        PopBatch {
             items,
             shared: self.shared.clone(),
             id,
@@ -653,85 +566,11 @@ impl DeltaFifo {
     }
 }
 
-/// Queues a Deleted delta carrying a tombstone with the last known `obj` of `key` (a deletion
-/// detected by `replace`, not seen on the watch). Returns whether the queue was empty.
-fn enqueue_tombstone(inner: &mut Inner, key: ObjectKey, obj: Arc<Object>) -> bool {
-    let tombstone = DeletedFinalStateUnknown {
-        key: key.clone(),
-        obj,
-    };
-    enqueue(
-        inner,
-        key,
-        Delta {
-            kind: DeltaType::Deleted,
-            object: tombstone.into(),
-        },
-    )
-}
-
-/// Whether `key` has something queued.
-fn is_queued(inner: &Inner, key: &ObjectKey) -> bool {
-    match &inner.in_order {
-        Some(q) => q.is_queued(key),
-        None => inner.items.contains_key(key),
-    }
-}
-
-/// Queued keys ([`FifoKind::DeltaFifo`]) or changes ([`FifoKind::RealFifo`]).
-fn queued_len(inner: &Inner) -> usize {
-    match &inner.in_order {
-        Some(q) => q.len(),
-        None => inner.queue.len(),
-    }
-}
-
-/// Appends `delta` to `key`'s deltas, queueing the key if it was not ([`FifoKind::RealFifo`]:
-/// appends it as its own entry). Returns `true` when the queue was empty before.
-fn enqueue(inner: &mut Inner, key: ObjectKey, delta: Delta) -> bool {
-    if let Some(q) = &mut inner.in_order {
-        let was_empty = q.len() == 0;
-        q.push(key, delta, 0);
-        return was_empty;
-    }
-    let was_empty = inner.queue.is_empty();
-    match inner.items.entry(key) {
-        Entry::Occupied(mut e) => e.get_mut().push(delta),
-        Entry::Vacant(e) => {
-            inner.queue.push_back(e.key().clone());
-            e.insert(std::iter::once(delta).collect());
-        }
-    }
-    was_empty
-}
-
-/// The reflector writes straight into the queue, as client-go's reflector into its DeltaFIFO:
-/// a list is a [`DeltaFifo::replace`], watch changes are [`DeltaFifo::add`] /
-/// [`DeltaFifo::update`] / [`DeltaFifo::delete`], bookmarks are ignored (the queue does not track
-/// versions). Fails with [`StoreClosed`] once the queue is closed, which stops the reflector.
-impl ReflectorStore for DeltaFifo {
-    fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
-        if self.is_closed() {
-            return Err(StoreClosed);
-        }
-        DeltaFifo::replace(self, items, resource_version);
-        Ok(())
-    }
-
-    fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed> {
-        if self.is_closed() {
-            return Err(StoreClosed);
-        }
-        self.apply_changes(changes);
-        Ok(())
-    }
-}
-
 impl fmt::Debug for DeltaFifo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = self.lock();
+        let inner = self.shared.lock();
         f.debug_struct("DeltaFifo")
-            .field("queued", &queued_len(&inner))
+            .field("queued", &inner.queued_len())
             .field(
                 "kind",
                 &if inner.in_order.is_some() {
@@ -744,91 +583,6 @@ impl fmt::Debug for DeltaFifo {
             .field("populated", &inner.populated)
             .field("closed", &inner.closed)
             .field("has_synced", &self.has_synced())
-            .finish()
-    }
-}
-
-/// Keys popped together, each with its deltas; dereferences to `[KeyDeltas]`.
-///
-/// The batch is *completed* when dropped: the queue then stops overlaying its state on the
-/// [`KnownObjects`] (the consumer must have applied it to them by then) and counts its initial
-/// items towards [`DeltaFifo::has_synced`]. Drop it after applying its deltas, not before.
-/// A batch may be sent to another thread.
-#[must_use = "dropping a batch completes it: apply its deltas first"]
-pub struct Batch {
-    items: Vec<KeyDeltas>,
-    shared: Arc<Shared>,
-    id: u64,
-    initial: usize,
-    tracked: bool,
-    list_rv: u64,
-}
-
-impl Batch {
-    /// The popped keys with their deltas, in pop order.
-    pub fn items(&self) -> &[KeyDeltas] {
-        &self.items
-    }
-
-    /// The resourceVersion of the newest [`DeltaFifo::replace`] queued before this batch was
-    /// taken (0 before the first list, or when its version is not a number). Once this batch
-    /// is applied and the queue is empty, a store fed by the queue reflects at least this
-    /// version.
-    pub fn list_resource_version(&self) -> u64 {
-        self.list_rv
-    }
-
-    /// Completes the batch (same as dropping it).
-    pub fn complete(self) {}
-}
-
-impl Deref for Batch {
-    type Target = [KeyDeltas];
-
-    fn deref(&self) -> &[KeyDeltas] {
-        &self.items
-    }
-}
-
-impl<'a> IntoIterator for &'a Batch {
-    type Item = &'a KeyDeltas;
-    type IntoIter = std::slice::Iter<'a, KeyDeltas>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.items.iter()
-    }
-}
-
-impl Drop for Batch {
-    fn drop(&mut self) {
-        if self.tracked {
-            let mut inner = self
-                .shared
-                .inner
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for item in &self.items {
-                if let Entry::Occupied(e) = inner.in_flight.entry(item.key.clone())
-                    && e.get().batch == self.id
-                {
-                    e.remove();
-                }
-            }
-        }
-        if self.initial > 0 {
-            self.shared
-                .unsynced
-                .fetch_sub(self.initial, Ordering::Release);
-        }
-    }
-}
-
-impl fmt::Debug for Batch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batch")
-            .field("id", &self.id)
-            .field("initial", &self.initial)
-            .field("items", &self.items)
             .finish()
     }
 }

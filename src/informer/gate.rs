@@ -3,12 +3,6 @@
 //! `Shutdown` waits for the informers' goroutines, but its reflector may leave a list running
 //! in a goroutine of its own; here no request starts once the shutdown has returned.
 //!
-//! Aborting a tokio task is not enough on its own: a task being polled on another worker
-//! thread finishes that poll first, and the poll may start a list or a watch (a lister-watcher
-//! may also block inside a poll). Each poll of a gated task holds the gate's mutex; `stop`
-//! raises the flag, then takes the mutex once, so it returns after any poll in progress, and
-//! every later poll sees the flag and ends the task without touching the inner future.
-//!
 //! [`Informer::shutdown`]: super::Informer::shutdown
 
 use std::cell::Cell;
@@ -31,6 +25,12 @@ pub(crate) fn in_gated_poll() -> bool {
 }
 
 /// Shared by a gated task and the informer that stops it.
+///
+/// Aborting a tokio task is not enough on its own: a task being polled on another worker
+/// thread finishes that poll first, and the poll may start a list or a watch (a lister-watcher
+/// may also block inside a poll). Each poll of a gated task holds the gate's mutex; `stop`
+/// raises the flag, then takes the mutex once, so it returns after any poll in progress, and
+/// every later poll sees the flag and ends the task without touching the inner future.
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
     stopped: AtomicBool,

@@ -60,7 +60,7 @@ impl std::fmt::Debug for InformerConfig {
 /// ```
 /// use std::time::Duration;
 /// use informer::distributor::OverflowPolicy;
-/// use informer::informer::HandlerOptions;
+/// use informer::HandlerOptions;
 ///
 /// let opts = HandlerOptions::new()
 ///     .name("pods-controller")
@@ -107,12 +107,15 @@ impl HandlerOptions {
 /// A resync period as used: zero stays zero (never), anything else at least
 /// [`MIN_RESYNC_PERIOD`].
 pub(crate) fn normalize_resync(period: Duration) -> Duration {
-    // Capped at a century so that `now + period` fits in an `Instant` (`Duration::MAX` would
-    // panic the resync task).
-    const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    // Capped so that `now + period` fits in an `Instant` (`Duration::MAX` would panic the
+    // resync task).
     if period.is_zero() {
         period
     } else {
-        period.clamp(MIN_RESYNC_PERIOD, LONGEST)
+        period.clamp(MIN_RESYNC_PERIOD, CENTURY)
     }
 }
+
+/// A century: stands for "never" where a duration is added to an `Instant` (`Duration::MAX`
+/// does not fit in one).
+pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

@@ -97,7 +97,7 @@ type Note = (Notification, bool);
 
 /// Applies one popped batch to the store and publishes its notifications
 /// (client-go `processDeltas`).
-fn process_batch(shared: &Shared, batch: &crate::fifo::Batch) {
+fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch) {
     let _publishing = shared
         .publishing
         .lock()

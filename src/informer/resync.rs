@@ -1,21 +1,6 @@
 //! Per-handler resync (client-go `sharedProcessor.shouldResync`, `processorListener.
 //! determineNextResync` and the reflector's resync timer in `tools/cache/shared_informer.go`,
 //! `reflector.go`).
-//!
-//! Each handler has a period (zero = never) and a next due time. One task on the informer's
-//! runtime sleeps until the earliest due time (tokio's clock, so paused time drives it); then
-//! it records which handlers are due (the *syncing* set), moves each one's next due time one
-//! period on, and queues a Sync delta for every cached key in the DeltaFIFO. The processing
-//! thread publishes the resulting *sync* updates (and the updates of a relist that found an
-//! object unchanged) to the syncing set only; real changes go to every handler.
-//!
-//! The syncing set stays until the next resync: an update that a relist found unchanged in
-//! between also goes to it (client-go keeps its set for one check period, with the same
-//! effect). Handlers with period zero are never in it.
-//!
-//! Unlike client-go, there is no fixed check period: a handler added after start keeps its own
-//! period even when it is shorter than every other (client-go raises it to the informer's
-//! check period).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -35,9 +20,23 @@ struct Entry {
 }
 
 /// The resync schedule of one informer.
+///
+/// Each handler has a period (zero = never) and a next due time. One task on the informer's
+/// runtime sleeps until the earliest due time (tokio's clock, so paused time drives it); then
+/// it records which handlers are due (the *syncing* set), moves each one's next due time one
+/// period on, and queues a Sync delta for every cached key in the DeltaFIFO. The processing
+/// thread publishes the resulting *sync* updates (and the updates of a relist that found an
+/// object unchanged) to the syncing set only; real changes go to every handler.
+///
+/// Unlike client-go, there is no fixed check period: a handler added after start keeps its own
+/// period even when it is shorter than every other (client-go raises it to the informer's
+/// check period).
 pub(super) struct Resync {
     entries: Mutex<Vec<Entry>>,
-    /// Handlers due at the last resync: where sync updates go.
+    /// Handlers due at the last resync: where sync updates go. The set stays until the next
+    /// resync: an update that a relist found unchanged in between also goes to it (client-go
+    /// keeps its set for one check period, with the same effect). Handlers with period zero
+    /// are never in it.
     syncing: ArcSwap<Vec<ListenerId>>,
     changed: Notify,
 }

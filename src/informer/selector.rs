@@ -23,7 +23,7 @@ pub const MAX_SELECTOR_LEN: usize = 64 * 1024;
 /// # Examples
 /// ```
 /// use informer::object::StrMap;
-/// use informer::informer::LabelSelector;
+/// use informer::LabelSelector;
 ///
 /// let sel: LabelSelector = "app=web,tier in (front,edge),!legacy".parse().unwrap();
 /// let labels: StrMap = [("app", "web"), ("tier", "edge")].into_iter().collect();

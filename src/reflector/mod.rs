@@ -12,12 +12,14 @@
 mod backoff;
 mod config;
 mod error;
+mod list;
 mod lister_watcher;
+mod machine;
 mod metrics;
-#[allow(clippy::module_inception)]
-mod reflector;
 mod store;
 mod stream;
+mod watch;
+mod watch_list;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use config::ReflectorConfig;
@@ -29,6 +31,7 @@ pub use lister_watcher::{
     ApiError, Body, ListOptions, ListerWatcher, TransportError, TransportErrorKind, WatchOptions,
     WatchResponse,
 };
+pub use machine::{Reflector, WatchErrorHandler};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
-pub use reflector::{INITIAL_EVENTS_END, Reflector, WatchErrorHandler};
 pub use store::{ReflectorStore, WatchChange};
+pub use watch_list::INITIAL_EVENTS_END;

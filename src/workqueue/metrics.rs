@@ -1,10 +1,5 @@
 //! Queue metrics: [`QueueStats`] for code, [`QueueMetrics`] for Prometheus (the metric set of
 //! client-go `util/workqueue/metrics.go` under the names Kubernetes components export).
-//!
-//! Nothing is updated on the hot path beyond plain counters under the queue's lock: gauges are
-//! computed when scraped, and the two latency histograms are kept by the queue itself (with
-//! client-go's buckets) and handed to the encoder at scrape time. client-go instead refreshes
-//! its in-flight gauges from a goroutine every 500 ms; here a scrape sees the current value.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -107,6 +102,11 @@ pub(crate) trait StatsSource: Send + Sync {
 ///
 /// Histogram buckets are client-go's: 10 ns to 10 s by powers of ten. A dropped queue stops
 /// being reported. Queues with metrics read the clock on every add, get and done.
+///
+/// Nothing is updated on the hot path beyond plain counters under the queue's lock: gauges are
+/// computed when scraped, and the two latency histograms are kept by the queue itself and
+/// handed to the encoder at scrape time. client-go instead refreshes its in-flight gauges from
+/// a goroutine every 500 ms; here a scrape sees the current value.
 ///
 /// # Examples
 ///

@@ -1,25 +1,11 @@
 //! Work queues for controllers: client-go's `util/workqueue` (`queue.go`, `delaying_queue.go`,
-//! `rate_limiting_queue.go`, `default_rate_limiters.go`, `metrics.go`; see
-//! `../shared/SEMANTICS.md`, section WorkQueue).
+//! `rate_limiting_queue.go`, `default_rate_limiters.go`, `metrics.go`) as one [`WorkQueue`]
+//! type, with its [`RateLimiter`]s, a [`Clock`] and metrics.
 //!
 //! Event handlers [`add`](WorkQueue::add) keys; workers loop on [`get`](WorkQueue::get) (or
 //! [`get_async`](WorkQueue::get_async)), reconcile, then [`done`](WorkQueue::done), and on
 //! failure [`add_rate_limited`](WorkQueue::add_rate_limited) (on success
-//! [`forget`](WorkQueue::forget)). The queue guarantees that:
-//!
-//! - a key is never handed to two workers at once;
-//! - a key added while a worker has it is handed out once more after `done` (adds while in
-//!   flight coalesce into one re-run), and a key added while queued is not queued twice;
-//! - nothing added before a drain is lost: queued keys are still handed out after
-//!   [`shutdown_with_drain`](WorkQueue::shutdown_with_drain), which waits for the keys in
-//!   flight; a plain [`shutdown`](WorkQueue::shutdown) stops handing out at once
-//!   (`../shared/SEMANTICS.md`; client-go hands queued keys out after either).
-//!
-//! client-go layers three types (`Interface`, `DelayingInterface`, `RateLimitingInterface`) and
-//! runs a goroutine per delaying queue plus one for its metrics. Here one [`WorkQueue`] does all
-//! three and starts nothing: delayed items are moved in by whoever touches the queue once they
-//! are due, one idle worker times the next one, and gauges are computed when scraped. Time comes
-//! from a [`Clock`]; tests use [`FakeClock`] and never sleep.
+//! [`forget`](WorkQueue::forget)). The guarantees are on [`WorkQueue`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -41,21 +27,20 @@
 //! queue.shutdown_with_drain();
 //! assert_eq!(worker.join().unwrap(), Err(ShutDown));
 //! ```
-//!
-//! # Consistency
-//! One mutex guards each queue; every operation holds it for a few map and deque operations.
-//! Rate limiters keep their own lock and are asked outside the queue's.
 
 mod clock;
 mod enqueue;
+mod error;
 mod metrics;
 mod queue;
 mod rate_limiter;
+mod shared;
 mod state;
 
 pub use clock::{Advance, Clock, FakeClock, OnAdvance, SystemClock};
+pub use error::ShutDown;
 pub use metrics::{QueueMetrics, QueueStats};
-pub use queue::{Builder, ShutDown, WorkQueue};
+pub use queue::{Builder, WorkQueue};
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
     RateLimiter, RateLimiterError, default_controller_rate_limiter,

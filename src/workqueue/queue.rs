@@ -4,28 +4,28 @@
 use std::fmt;
 use std::hash::Hash;
 use std::pin::pin;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
 use super::clock::{Advance, Clock, OnAdvance, SystemClock};
-use super::metrics::{QueueMetrics, QueueStats, Report, StatsSource};
+use super::error::ShutDown;
+use super::metrics::{QueueMetrics, QueueStats, StatsSource};
 use super::rate_limiter::{RateLimiter, default_controller_rate_limiter};
+use super::shared::{Shared, Wake};
 use super::state::{Finished, State};
 
 /// Delays are clamped to this (about 100 years): a later deadline means "never" anyway, and
 /// an [`Instant`] cannot hold every [`Duration`].
 const MAX_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Returned by [`WorkQueue::get`] and [`WorkQueue::get_async`] once the queue is shutting down
-/// and has nothing left to hand out: the worker should return.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("work queue is shutting down")]
-pub struct ShutDown;
-
 /// A work queue with client-go's semantics: deduplication, no concurrent processing of an item,
 /// delays and per-item rate limits. A cheap handle: clones share one queue.
+///
+/// client-go layers three types (`Interface`, `DelayingInterface`, `RateLimitingInterface`) and
+/// runs a goroutine per delaying queue plus one for its metrics; this one type does all three
+/// and starts nothing (see *Time*; gauges are computed when scraped).
 ///
 /// # Semantics
 ///
@@ -46,7 +46,8 @@ pub struct ShutDown;
 ///
 /// Every operation takes the queue's one lock briefly; none runs user code under it except the
 /// item's `Hash`, `Eq` and `Clone`. [`len`](Self::len) and [`stats`](Self::stats) are exact at
-/// the instant they take the lock and stale right after.
+/// the instant they take the lock and stale right after. Rate limiters keep their own lock and
+/// are asked outside the queue's.
 ///
 /// # Time
 ///
@@ -74,150 +75,6 @@ pub struct ShutDown;
 /// ```
 pub struct WorkQueue<T> {
     shared: Arc<Shared<T>>,
-}
-
-struct Shared<T> {
-    state: Mutex<State<T>>,
-    /// Blocking getters.
-    ready_cv: Condvar,
-    /// Async getters.
-    ready_notify: Notify,
-    /// `shutdown_with_drain` callers.
-    idle_cv: Condvar,
-    idle_notify: Notify,
-    clock: Arc<dyn Clock>,
-    /// The clock moves due items itself (`Advance::Manual`): set no timers.
-    manual: bool,
-    limiter: Box<dyn RateLimiter<T>>,
-    name: String,
-    /// Keeps the clock's callback alive as long as the queue (the clock holds it weakly).
-    _on_advance: Option<Arc<OnAdvance>>,
-}
-
-/// Wake-ups decided under the lock. `usize::MAX` means all.
-///
-/// They are sent before the lock is released: measured on 2 cores with 8 workers
-/// (`benches/workqueue.rs`), waking after unlocking let the woken worker preempt the adder
-/// right away and cost about 3x the context switches (and 2x the time) of waking under the lock.
-#[derive(Debug, Default)]
-#[must_use]
-struct Wake {
-    threads: usize,
-    tasks: usize,
-    /// Wake `shutdown_with_drain` callers (threads only if one is blocked).
-    idle: bool,
-}
-
-impl Wake {
-    fn and(mut self, other: Wake) -> Wake {
-        self.threads = self.threads.saturating_add(other.threads);
-        self.tasks = self.tasks.saturating_add(other.tasks);
-        self.idle |= other.idle;
-        self
-    }
-
-    /// Wakes blocked threads, releases the lock, then wakes tasks (a task's waker never runs
-    /// under the queue's lock).
-    fn fire<T>(self, sh: &Shared<T>, st: MutexGuard<'_, State<T>>) {
-        match self.threads {
-            0 => {}
-            usize::MAX => sh.ready_cv.notify_all(),
-            n => (0..n).for_each(|_| sh.ready_cv.notify_one()),
-        }
-        if self.idle && st.drain_waiters > 0 {
-            sh.idle_cv.notify_all();
-        }
-        drop(st);
-        match self.tasks {
-            0 => {}
-            usize::MAX => sh.ready_notify.notify_waiters(),
-            n => (0..n).for_each(|_| sh.ready_notify.notify_one()),
-        }
-        if self.idle {
-            sh.idle_notify.notify_waiters();
-        }
-    }
-}
-
-impl<T> State<T> {
-    /// Wakes up to `n` waiters of each kind for `n` newly ready items. Both kinds are woken
-    /// because a counted waiter may already be awake: a woken one that finds nothing waits again.
-    fn wake_ready(&self, n: usize) -> Wake {
-        Wake {
-            threads: n.min(self.sync_waiters),
-            tasks: n.min(self.async_waiters),
-            idle: false,
-        }
-    }
-}
-
-impl<T: Hash + Eq + Clone + Send + 'static> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Moves due delayed items into the queue. Returns the instant read (if any) and how many
-    /// items became ready.
-    fn promote(&self, st: &mut State<T>) -> (Option<Instant>, usize) {
-        if !st.has_waiting() {
-            return (None, 0);
-        }
-        let now = self.clock.now();
-        (Some(now), st.promote_due(now))
-    }
-
-    /// The instant to stamp an operation with, if the queue keeps timings.
-    fn stamp(&self, st: &State<T>, now: Option<Instant>) -> Option<Instant> {
-        if st.timed() {
-            Some(now.unwrap_or_else(|| self.clock.now()))
-        } else {
-            None
-        }
-    }
-
-    fn on_clock_advance(&self) {
-        let mut st = self.lock();
-        let (_, n) = self.promote(&mut st);
-        let wake = st.wake_ready(n);
-        wake.fire(self, st);
-    }
-
-    /// One attempt of `get` under the lock: an item, the shutdown signal, or `None` to wait.
-    /// `held` says the caller gave the timer back at the top of this attempt: if it leaves now,
-    /// another waiter must take the timer over.
-    fn try_take(&self, st: &mut State<T>, held: bool) -> (Option<Result<T, ShutDown>>, Wake) {
-        // A plain shutdown hands out nothing more (SEMANTICS.md: queued items are handed out
-        // only while draining); `shutdown_with_drain` keeps handing out what was queued.
-        if st.shutting_down && !st.drain {
-            return (Some(Err(ShutDown)), Wake::default());
-        }
-        let (now, promoted) = self.promote(st);
-        let stamp = self.stamp(st, now);
-        let outcome = match st.take(stamp) {
-            Some(item) => Ok(item),
-            None if st.shutting_down => Err(ShutDown),
-            // Nothing was promoted either (it would have been taken).
-            None => return (None, Wake::default()),
-        };
-        // The caller takes one of the promoted items itself.
-        let mut wake = st.wake_ready(promoted.saturating_sub(1));
-        if held && st.needs_timer() {
-            wake = wake.and(st.wake_ready(1));
-        }
-        (Some(outcome), wake)
-    }
-}
-
-impl<T: Hash + Eq + Clone + Send + 'static> StatsSource for Shared<T> {
-    fn report(&self) -> Report {
-        let mut st = self.lock();
-        let (now, n) = self.promote(&mut st);
-        let wake = st.wake_ready(n);
-        let now = self.stamp(&st, now);
-        let report = st.report(&self.name, now);
-        wake.fire(self, st);
-        report
-    }
 }
 
 impl<T: Hash + Eq + Clone + Send + 'static> WorkQueue<T> {

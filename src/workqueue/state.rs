@@ -2,10 +2,6 @@
 //! `processing` (`queue.go`), the delaying heap (`delaying_queue.go`) and the metrics maps
 //! (`metrics.go`). Pure bookkeeping: no locking, no waking, no clock reads; callers pass the
 //! instants in.
-//!
-//! One map holds every item that is dirty or in flight, with its phase, so each operation costs
-//! one hash lookup where a dirty set plus a processing set cost two or three; the ready deque
-//! holds the queued items in order.
 
 use std::collections::VecDeque;
 use std::collections::btree_map::BTreeMap;
@@ -117,7 +113,8 @@ pub(crate) enum Finished {
 
 #[derive(Debug)]
 pub(crate) struct State<T> {
-    /// Every item that is dirty or in flight.
+    /// Every item that is dirty or in flight, with its phase: one hash lookup per operation,
+    /// where client-go's dirty set plus processing set cost two or three.
     slots: HashMap<T, Slot, Hasher>,
     /// Queued items, oldest first; each has a `Queued` slot.
     ready: VecDeque<T>,

@@ -11,13 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::{
     ApiError, ListOptions, ListerWatcher, Reflector, ReflectorConfig, ReflectorError,
     ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions, WatchResponse,
 };
 use informer::sim::{SimServer, SimWatch, Templates, default_fixtures_dir};
+use informer::{HandlerOptions, Informer, InformerConfig};
 
 /// `key → (uid, resourceVersion)`: what a view of the objects is compared on.
 pub type ViewMap = BTreeMap<ObjectKey, (String, String)>;

@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use informer::Informer;
 use informer::distributor::{EventHandler, Notification};
 use informer::fifo::DeltaObject;
-use informer::informer::Informer;
 use informer::object::{Object, ObjectKey};
 use informer::reflector::ListerWatcher;
 use informer::sim::{FloodMix, SimConfig, Templates, default_fixtures_dir};

@@ -1,19 +1,4 @@
-//! [`SharedInformerFactory`]: one informer per resource, shared by every controller of a
-//! process (client-go `informers/factory.go`, `sharedInformerFactory`; the dynamic one in
-//! `dynamic/dynamicinformer/informer.go`).
-//!
-//! The factory does not know how to reach an API server: it is given a closure that makes a
-//! [`ListerWatcher`] for a [`GroupVersionResource`] (and namespace). The embedded simulator
-//! fits today; an HTTP client fits the same way. Filters (namespace, label and field
-//! selectors, a tweak hook) are applied to every list and watch by wrapping that lister-watcher
-//! in [`Filtered`].
-//!
-//! Informers are *dynamic*: every object is an [`Object`](crate::object::Object) whatever its
-//! kind, custom resources included ([`SharedInformerFactory::informer_for`]). The typed face
-//! ([`SharedInformerFactory::informer`]) adds a [`TypedLister`] for any k8s-pb kind.
-//!
-//! No hidden runtime: [`SharedInformerFactory::start`] takes the tokio [`Handle`] the
-//! informers' reflectors and resync tasks run on.
+//! [`SharedInformerFactory`]: the informers of a process, one per resource.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -21,285 +6,13 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::runtime::Handle;
 
-use crate::distributor::AddListenerError;
-use crate::informer::{
-    CacheSyncError, EventStream, HandlerOptions, Informer, InformerConfig, TypedLister,
-};
-use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
-
-/// Group, version and resource (plural, lower case) naming a REST resource, e.g.
-/// `apps/v1/deployments` (apimachinery `schema.GroupVersionResource`). The core group is "".
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct GroupVersionResource {
-    /// API group; empty for the core group.
-    pub group: String,
-    /// API version, e.g. `v1`.
-    pub version: String,
-    /// Resource, e.g. `pods`.
-    pub resource: String,
-}
-
-impl GroupVersionResource {
-    /// From its three parts.
-    pub fn new(group: &str, version: &str, resource: &str) -> Self {
-        GroupVersionResource {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            resource: resource.to_owned(),
-        }
-    }
-
-    /// The resource of a typed kind.
-    pub fn of<K: Resource>() -> Self {
-        GroupVersionResource::new(K::GROUP, K::VERSION, K::RESOURCE)
-    }
-}
-
-impl fmt::Display for GroupVersionResource {
-    /// `group/version/resource`, or `version/resource` for the core group.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}/{}", self.version, self.resource)
-        } else {
-            write!(f, "{}/{}/{}", self.group, self.version, self.resource)
-        }
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for k8s_pb::NamespaceResourceScope {}
-    impl Sealed for k8s_pb::ClusterResourceScope {}
-    impl Sealed for k8s_openapi::NamespaceResourceScope {}
-    impl Sealed for k8s_openapi::ClusterResourceScope {}
-}
-
-/// Whether a k8s-pb or k8s-openapi scope is namespaced (implemented for the namespace and
-/// cluster scopes; subresources have no informers).
-pub trait Scope: sealed::Sealed {
-    /// `true` for namespaced resources.
-    const NAMESPACED: bool;
-}
-
-impl Scope for k8s_pb::NamespaceResourceScope {
-    const NAMESPACED: bool = true;
-}
-
-impl Scope for k8s_pb::ClusterResourceScope {
-    const NAMESPACED: bool = false;
-}
-
-impl Scope for k8s_openapi::NamespaceResourceScope {
-    const NAMESPACED: bool = true;
-}
-
-impl Scope for k8s_openapi::ClusterResourceScope {
-    const NAMESPACED: bool = false;
-}
-
-/// A typed kind the factory can make an informer for: its group, version, resource and scope.
-/// Implemented for every k8s-pb kind (`k8s_pb::api::apps::v1::Deployment`, ...) from
-/// `k8s_pb::Resource`.
-pub trait Resource: prost::Message + Default + Send + Sync + 'static {
-    /// API group ("" for core).
-    const GROUP: &'static str;
-    /// API version.
-    const VERSION: &'static str;
-    /// Kind, e.g. `Deployment`.
-    const KIND: &'static str;
-    /// Resource (URL path segment), e.g. `deployments`.
-    const RESOURCE: &'static str;
-    /// Namespaced or cluster-scoped.
-    const NAMESPACED: bool;
-}
-
-impl<T> Resource for T
-where
-    T: k8s_pb::Resource + prost::Message + Default + Send + Sync + 'static,
-    T::Scope: Scope,
-{
-    const GROUP: &'static str = <T as k8s_pb::Resource>::GROUP;
-    const VERSION: &'static str = <T as k8s_pb::Resource>::VERSION;
-    const KIND: &'static str = <T as k8s_pb::Resource>::KIND;
-    const RESOURCE: &'static str = <T as k8s_pb::Resource>::URL_PATH_SEGMENT;
-    const NAMESPACED: bool = <T::Scope as Scope>::NAMESPACED;
-}
-
-/// The options of one request, as handed to a tweak hook (client-go `TweakListOptionsFunc`
-/// edits `metav1.ListOptions`, which serves lists and watches alike; here they are two types).
-#[derive(Debug)]
-pub enum RequestOptions<'a> {
-    /// A list page.
-    List(&'a mut ListOptions),
-    /// A watch.
-    Watch(&'a mut WatchOptions),
-}
-
-impl RequestOptions<'_> {
-    /// The `labelSelector` of either kind of request.
-    pub fn label_selector_mut(&mut self) -> &mut Option<String> {
-        match self {
-            RequestOptions::List(o) => &mut o.label_selector,
-            RequestOptions::Watch(o) => &mut o.label_selector,
-        }
-    }
-
-    /// The `fieldSelector` of either kind of request.
-    pub fn field_selector_mut(&mut self) -> &mut Option<String> {
-        match self {
-            RequestOptions::List(o) => &mut o.field_selector,
-            RequestOptions::Watch(o) => &mut o.field_selector,
-        }
-    }
-}
-
-/// A hook run on the options of every list and watch, after the selectors are set.
-pub type TweakOptions = Arc<dyn Fn(RequestOptions<'_>) + Send + Sync>;
-
-/// Selectors and a tweak hook applied to every request.
-#[derive(Clone, Default)]
-struct Filters {
-    label_selector: Option<String>,
-    field_selector: Option<String>,
-    tweak: Option<TweakOptions>,
-}
-
-impl Filters {
-    fn apply(&self, mut opts: RequestOptions<'_>) {
-        if let Some(s) = &self.label_selector {
-            *opts.label_selector_mut() = Some(s.clone());
-        }
-        if let Some(s) = &self.field_selector {
-            *opts.field_selector_mut() = Some(s.clone());
-        }
-        if let Some(t) = &self.tweak {
-            t(opts);
-        }
-    }
-}
-
-/// A [`ListerWatcher`] whose every list and watch gets the factory's label and field selectors
-/// and tweak hook (client-go `NewFilteredListWatchFromClient` / `NewFiltered...Informer`).
-pub struct Filtered<L> {
-    inner: L,
-    filters: Filters,
-}
-
-impl<L> Filtered<L> {
-    /// `inner` with no selectors and no hook (what a standalone typed informer wraps).
-    pub fn unfiltered(inner: L) -> Self {
-        Filtered {
-            inner,
-            filters: Filters::default(),
-        }
-    }
-
-    /// The wrapped lister-watcher.
-    pub fn inner(&self) -> &L {
-        &self.inner
-    }
-}
-
-impl<L> fmt::Debug for Filtered<L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Filtered")
-            .field("label_selector", &self.filters.label_selector)
-            .field("field_selector", &self.filters.field_selector)
-            .field("tweak", &self.filters.tweak.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<L: ListerWatcher> ListerWatcher for Filtered<L> {
-    type Body = L::Body;
-
-    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
-        let mut opts = opts.clone();
-        self.filters.apply(RequestOptions::List(&mut opts));
-        self.inner.list(&opts).await
-    }
-
-    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<L::Body>, ApiError> {
-        let mut opts = opts.clone();
-        self.filters.apply(RequestOptions::Watch(&mut opts));
-        self.inner.watch(&opts).await
-    }
-
-    fn describe(&self) -> String {
-        let mut d = self.inner.describe();
-        if let Some(l) = &self.filters.label_selector {
-            d.push_str(&format!(" labelSelector={l}"));
-        }
-        if let Some(f) = &self.filters.field_selector {
-            d.push_str(&format!(" fieldSelector={f}"));
-        }
-        d
-    }
-}
-
-/// An informer and its typed lister for kind `K` (client-go's generated `DeploymentInformer`):
-/// from a factory ([`SharedInformerFactory::informer`] for k8s-pb kinds,
-/// [`SharedInformerFactory::serde_informer`] for k8s-openapi and `CustomResource` kinds), or
-/// alone from a `kube::Api<K>` ([`TypedInformer::from_api`]). Derefs to the [`Informer`]
-/// (handlers, start, sync, shutdown).
-pub struct TypedInformer<K, L: ListerWatcher> {
-    informer: Arc<Informer<Filtered<L>>>,
-    lister: TypedLister<K>,
-}
-
-impl<K, L: ListerWatcher> Clone for TypedInformer<K, L> {
-    fn clone(&self) -> Self {
-        TypedInformer {
-            informer: self.informer.clone(),
-            lister: self.lister.clone(),
-        }
-    }
-}
-
-impl<K, L: ListerWatcher> fmt::Debug for TypedInformer<K, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TypedInformer")
-            .field("informer", &self.informer)
-            .field("lister", &self.lister)
-            .finish()
-    }
-}
-
-impl<K: Send + Sync + 'static, L: ListerWatcher> TypedInformer<K, L> {
-    pub(crate) fn from_parts(informer: Arc<Informer<Filtered<L>>>, lister: TypedLister<K>) -> Self {
-        TypedInformer { informer, lister }
-    }
-
-    /// The shared (dynamic) informer: handlers, store, sync.
-    pub fn informer(&self) -> &Arc<Informer<Filtered<L>>> {
-        &self.informer
-    }
-
-    /// Typed reads, decoded once per object version and shared by every caller of this kind.
-    pub fn lister(&self) -> TypedLister<K> {
-        self.lister.clone()
-    }
-
-    /// The informer's changes as typed events with errors (kube-runtime `watcher` shape):
-    /// [`Informer::events`] with this informer's lister.
-    ///
-    /// # Errors
-    /// As [`Informer::add_stream`].
-    pub fn events(&self, options: HandlerOptions) -> Result<EventStream<K>, AddListenerError> {
-        self.informer.events(self.lister.clone(), options)
-    }
-}
-
-impl<K, L: ListerWatcher> std::ops::Deref for TypedInformer<K, L> {
-    type Target = Informer<Filtered<L>>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.informer
-    }
-}
+use super::filtered::{Filtered, Filters, RequestOptions};
+use super::resource::{GroupVersionResource, Resource, Scope};
+use super::typed::TypedInformer;
+use crate::informer::{CENTURY, CacheSyncError, Informer, InformerConfig, TypedLister};
+use crate::reflector::ListerWatcher;
 
 /// Makes the lister-watcher of one resource: `(resource, namespace)`, the namespace `None` for
 /// all namespaces (and always for cluster-scoped kinds).
@@ -519,7 +232,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
                 l
             }
         };
-        TypedInformer { informer, lister }
+        TypedInformer::from_parts(informer, lister)
     }
 
     /// Starts every informer not started yet on `handle` (client-go `Start`). Informers asked
@@ -558,7 +271,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// Cancel safe: it only observes.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let now = tokio::time::Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
+        let deadline = now.checked_add(timeout).unwrap_or(now + CENTURY);
         let mut failed = Vec::new();
         for (_, informer) in self.started() {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -576,7 +289,7 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
     /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
     pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
         let now = std::time::Instant::now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + FAR);
+        let deadline = now.checked_add(timeout).unwrap_or(now + CENTURY);
         let failed = self
             .started()
             .into_iter()
@@ -629,9 +342,6 @@ impl<L: ListerWatcher, F: MakeListerWatcher<L>> SharedInformerFactory<L, F> {
         informers
     }
 }
-
-/// Stands for "no deadline" where a timeout does not fit in an `Instant` (`Duration::MAX`).
-const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 fn merge(failed: Vec<CacheSyncError>) -> Result<(), CacheSyncError> {
     if failed.is_empty() {

@@ -1,0 +1,230 @@
+//! Starting and stopping an informer: `start` (client-go `Run`), the sync waits
+//! (`WaitForCacheSync`) and `shutdown`, which returns only once no task or thread of the
+//! informer runs any more.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use super::gate::{self, Gate};
+use super::process;
+use super::sink::FifoSink;
+use super::sync_error::CacheSyncError;
+use super::{Informer, Shared};
+use crate::reflector::{ListerWatcher, Reflector, ReflectorError};
+
+pub(super) enum Task {
+    Async(tokio::task::JoinHandle<()>),
+    Thread(std::thread::JoinHandle<()>),
+}
+
+impl<L: ListerWatcher> Informer<L> {
+    /// Starts the reflector and the resync schedule on `handle` and the processing thread. A
+    /// second call, or a call after [`shutdown`](Self::shutdown), does nothing.
+    ///
+    /// # Panics
+    /// When the processing thread cannot be spawned.
+    pub fn start(&self, handle: &tokio::runtime::Handle) {
+        // Held until the tasks are recorded: `shutdown` closes the queue under it, so a start
+        // either completes before a shutdown (which then stops what it started) or sees it.
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.shared.fifo.is_closed() {
+            return;
+        }
+        {
+            let mut pending = self
+                .transform
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if self.started.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            if let Some(t) = pending.take() {
+                let _ = self.active_transform.set(t);
+            }
+        }
+        let sink = Arc::new(FifoSink {
+            fifo: self.shared.fifo.clone(),
+            seen_rv: self.shared.seen_rv.clone(),
+            rv_moved: self.shared.rv_moved.clone(),
+        });
+        let user_handler = self
+            .watch_error_handler
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let errors_to = Arc::downgrade(&self.shared);
+        let reflector = Reflector::new(self.lw.clone(), sink, self.reflector_config.clone())
+            .with_error_handler(Arc::new(move |err: &ReflectorError| {
+                if let Some(h) = &user_handler {
+                    h(err);
+                }
+                if let Some(shared) = errors_to.upgrade() {
+                    shared.report_error(err);
+                }
+            }));
+        let _ = self.shared.reflector_metrics.set(reflector.metrics());
+        let reflector_gate = Arc::new(Gate::default());
+        let reflector_task = handle.spawn(reflector_gate.guard(async move {
+            let _ = reflector.run().await;
+        }));
+        let resync_gate = Arc::new(Gate::default());
+        let resync_task = handle
+            .spawn(resync_gate.guard(self.shared.resync.clone().run(self.shared.fifo.clone())));
+        let shared = self.shared.clone();
+        let handle = handle.clone();
+        let thread = std::thread::Builder::new()
+            .name("informer-process".into())
+            .spawn(move || process::process_loop(&shared, &handle))
+            .expect("spawn the informer's processing thread");
+        let _ = self.gates.set([reflector_gate, resync_gate]);
+        tasks.push(Task::Async(reflector_task));
+        tasks.push(Task::Async(resync_task));
+        tasks.push(Task::Thread(thread));
+    }
+
+    /// Waits until the informer has synced, up to `timeout` (client-go `WaitForCacheSync`),
+    /// on tokio's clock. No polling: the processing thread wakes it when the first list has
+    /// been published.
+    ///
+    /// # Errors
+    /// [`CacheSyncError`] naming this informer on timeout or shutdown.
+    ///
+    /// # Paused time
+    /// The processing thread is not a tokio task: under paused tokio time (tests), a runtime
+    /// with nothing else to do auto-advances to the timeout while that thread is still
+    /// applying the list, and this returns `Err` early. There, wait with
+    /// [`wait_for_cache_sync_blocking`](Self::wait_for_cache_sync_blocking) inside
+    /// `spawn_blocking` (tokio does not auto-advance while a blocking task runs), or poll
+    /// [`has_synced`](Self::has_synced) between `yield_now`s.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        let _ = tokio::time::timeout(timeout, self.shared.synced_or_stopped.reached()).await;
+        self.sync_result()
+    }
+
+    /// [`wait_for_cache_sync`](Self::wait_for_cache_sync) for threads outside async code:
+    /// parks the thread (std clock). Do not call it on an async runtime's worker thread.
+    ///
+    /// # Errors
+    /// As [`wait_for_cache_sync`](Self::wait_for_cache_sync).
+    pub fn wait_for_cache_sync_blocking(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        self.shared.synced_or_stopped.wait_timeout(timeout);
+        self.sync_result()
+    }
+
+    fn sync_result(&self) -> Result<(), CacheSyncError> {
+        if self.has_synced() {
+            Ok(())
+        } else {
+            Err(CacheSyncError::new(
+                vec![self.shared.name.clone()],
+                self.is_stopped(),
+            ))
+        }
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has begun (or the informer was dropped): `false`
+    /// before, whether started or not. client-go's `IsStopped` turns true only once the
+    /// informer's run has returned; this one turns true when the shutdown starts, and stays
+    /// true.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.fifo.is_closed()
+    }
+
+    /// Stops the reflector, the resync task and the processing thread, lets every handler
+    /// finish what was queued for it, and waits for the threads (streams end once read to
+    /// the end). A batch still waiting for room at a full [`OverflowPolicy::Block`] listener
+    /// is dropped: a stream nobody polls any more cannot hold the shutdown. Sync waiters
+    /// return `false` if the informer had not synced.
+    ///
+    /// Once it returns, the reflector makes no further request: a poll of the reflector or
+    /// resync task in progress on another thread is waited for, and neither task is polled
+    /// again (their futures are dropped by their runtime). This holds for every caller, a
+    /// second or concurrent one included, except a call made from inside one of the
+    /// informers' own task polls (from a lister-watcher, a tweak hook, a transform): that
+    /// one does not wait for the poll it runs in, nor for any other, so two informers
+    /// shutting each other down from their polls cannot wait for each other.
+    ///
+    /// # Blocking
+    /// It blocks while a handler finishes its queue or a lister-watcher call blocks inside a
+    /// poll (as client-go's factory `Shutdown` waits for its goroutines): do not call it, nor
+    /// drop the informer, while holding a lock that a handler, the transform, the
+    /// lister-watcher or the tweak hook may wait for.
+    ///
+    /// [`OverflowPolicy::Block`]: crate::distributor::OverflowPolicy::Block
+    pub fn shutdown(&self) {
+        let (tasks, gates) = self.begin_shutdown();
+        finish_shutdown(&self.shared, tasks, gates);
+    }
+
+    /// [`shutdown`](Self::shutdown) for async code: the same stop, with its waits (threads
+    /// joined, polls in progress, handlers finishing their queues) on tokio's blocking pool,
+    /// so no runtime worker is blocked; works on a current-thread runtime. Once it has
+    /// returned, dropping the informer does not block. Called from inside one of the
+    /// informer's own task polls (a lister-watcher, a transform), it does what `shutdown`
+    /// does there: it does not wait for the polls.
+    ///
+    /// # Cancel safety
+    /// The stop is started at the first poll and completes even if the future is dropped
+    /// (the blocking part then runs on without anyone waiting for it).
+    ///
+    /// # Examples
+    /// ```
+    /// # use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// # let sim = SimServer::new(SimConfig::new(Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap())).unwrap();
+    /// let informer = informer::Informer::new(sim, informer::InformerConfig::default());
+    /// informer.start(&tokio::runtime::Handle::current());
+    /// informer.shutdown_async().await;
+    /// assert!(informer.is_stopped());
+    /// # });
+    /// ```
+    pub async fn shutdown_async(&self) {
+        if gate::in_gated_poll() {
+            self.shutdown();
+            return;
+        }
+        let (tasks, gates) = self.begin_shutdown();
+        let shared = self.shared.clone();
+        let _ = tokio::task::spawn_blocking(move || finish_shutdown(&shared, tasks, gates)).await;
+    }
+
+    /// Closes the queue and takes the tasks (and the gates every caller stops).
+    fn begin_shutdown(&self) -> (Vec<Task>, Option<[Arc<Gate>; 2]>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        self.shared.fifo.close();
+        (std::mem::take(&mut *tasks), self.gates.get().cloned())
+    }
+}
+
+/// The waiting part of a shutdown: stops the gated tasks (waiting for polls in progress),
+/// joins the processing thread and lets every handler finish.
+fn finish_shutdown(shared: &Shared, tasks: Vec<Task>, gates: Option<[Arc<Gate>; 2]>) {
+    // Every caller waits for the polls in progress, not only the one that takes the tasks.
+    for gate in gates.iter().flatten() {
+        gate.stop();
+    }
+    // Before joining the processing thread: it may be waiting for room at a Block stream
+    // that the caller itself would have to poll.
+    shared.distributor.abort_waits();
+    for t in tasks {
+        match t {
+            Task::Async(h) => h.abort(),
+            Task::Thread(h) => {
+                let _ = h.join();
+            }
+        }
+    }
+    shared.distributor.shutdown();
+    shared.synced_or_stopped.reach();
+}
+
+impl<L: ListerWatcher> Drop for Informer<L> {
+    /// Same as [`Informer::shutdown`]: no thread or task outlives the informer.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,131 @@
+//! The list phase (client-go `Reflector.list` over `tools/pager/pager.go`): every page of a
+//! list, the fallback when a continue token expires, and what a failed or stale list leads to.
+
+use std::sync::Arc;
+
+use crate::object::{Object, decode_list};
+
+use super::error::{ReflectorError, StoreClosed, is_version_unavailable, retry_after};
+use super::lister_watcher::{ApiError, ListOptions, ListerWatcher};
+use super::machine::{Reflector, State};
+use super::metrics::ReflectorMetrics;
+
+impl<L: ListerWatcher> Reflector<L> {
+    /// Options of the first page (client-go `list`): paginated for `"0"` and `""`; a relist at
+    /// a specific resourceVersion is not paginated, so the API server can serve it from its
+    /// watch cache instead of etcd, unless the first list showed there is no watch cache.
+    fn list_options(&self, rv: &str) -> ListOptions {
+        let specific = !rv.is_empty() && rv != "0";
+        let paginate = self.config.page_size > 0 && (!specific || self.paginated_result);
+        ListOptions {
+            resource_version: Some(rv.to_owned()),
+            resource_version_match: None,
+            limit: paginate.then_some(self.config.page_size),
+            continue_token: None,
+            label_selector: self.config.label_selector.clone(),
+            field_selector: self.config.field_selector.clone(),
+        }
+    }
+
+    /// Fetches every page (client-go `pager.List`); on an expired continue token, one
+    /// unpaginated list at the same resourceVersion. Returns the items, the list's
+    /// resourceVersion and whether it came in more than one page.
+    async fn list_all(&self, rv: &str) -> Result<(Vec<Arc<Object>>, String, bool), ApiError> {
+        let mut opts = self.list_options(rv);
+        let mut items = Vec::new();
+        let mut pages = 0u32;
+        loop {
+            let body = match self.lw.list(&opts).await {
+                Ok(b) => b,
+                Err(ApiError::Status(s)) if pages > 0 && s.reason == "Expired" => {
+                    // The continue token expired: fall back to one full list (pager.go).
+                    let full = ListOptions {
+                        limit: None,
+                        continue_token: None,
+                        ..self.list_options(rv)
+                    };
+                    let body = self.lw.list(&full).await?;
+                    ReflectorMetrics::inc(&self.metrics.list_pages);
+                    let list = decode_list(body)?;
+                    let items = list.items.into_iter().map(Arc::new).collect();
+                    return Ok((items, list.resource_version, true));
+                }
+                Err(e) => return Err(e),
+            };
+            ReflectorMetrics::inc(&self.metrics.list_pages);
+            let list = decode_list(body)?;
+            if items.is_empty() {
+                // `remainingItemCount` is the server's word, not a length we allocate from
+                // unchecked: capped.
+                items.reserve(
+                    list.items.len()
+                        + list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 16) as usize,
+                );
+            }
+            items.extend(list.items.into_iter().map(Arc::new));
+            pages += 1;
+            if list.continue_token.is_empty() {
+                return Ok((items, list.resource_version, pages > 1));
+            }
+            opts.continue_token = Some(list.continue_token);
+            // Later pages are served at the first page's version, named by the token.
+            opts.resource_version = None;
+            opts.resource_version_match = None;
+        }
+    }
+
+    pub(super) async fn list(&mut self, rv: String) -> Result<State<L::Body>, StoreClosed> {
+        let mut rv = rv;
+        loop {
+            // An Expired/TooLarge/stale answer for a specific version is retried at once with
+            // "" (client-go retries immediately); on "" it waits for the backoff.
+            let retry_now = !rv.is_empty();
+            match self.list_all(&rv).await {
+                Ok((items, served, paginated)) => {
+                    if self.goes_back(&rv, &served) {
+                        ReflectorMetrics::inc(&self.metrics.stale_lists);
+                        self.report(&ReflectorError::StaleList {
+                            requested: rv.clone(),
+                            served,
+                            synced: self.last_rv.clone(),
+                        });
+                        self.last_rv_unavailable = true;
+                        if retry_now {
+                            rv = String::new();
+                            continue;
+                        }
+                        let next = self.relist();
+                        return Ok(self.backoff_then(next, None));
+                    }
+                    if rv == "0" && paginated {
+                        self.paginated_result = true;
+                    }
+                    // Counted before the store publishes, so that whoever sees the informer
+                    // synced also sees the list in the metrics.
+                    self.set_listed(&served);
+                    self.store.replace(items, &served)?;
+                    return Ok(State::Watch {
+                        resource_version: self.last_rv.clone(),
+                    });
+                }
+                Err(source) => {
+                    let unavailable = is_version_unavailable(&source);
+                    let wait = retry_after(&source);
+                    self.report(&ReflectorError::ListFailed {
+                        resource_version: rv.clone(),
+                        source,
+                    });
+                    if unavailable {
+                        self.last_rv_unavailable = true;
+                        if retry_now {
+                            rv = String::new();
+                            continue;
+                        }
+                    }
+                    let next = self.relist();
+                    return Ok(self.backoff_then(next, wait));
+                }
+            }
+        }
+    }
+}
