@@ -24,7 +24,7 @@ enum Command {
     /// Flood the whole pipeline from the embedded API server and verify every view at the end.
     Flood(cli::flood::FloodArgs),
     /// Feed a trace written by `flood --record` back through the pipeline and verify it.
-    Replay(cli::flood::ReplayArgs),
+    Replay(cli::flood::replay::ReplayArgs),
     /// Serve the embedded API server over HTTP on 127.0.0.1 (for kubectl, kube-rs, client-go).
     Serve(cli::serve::ServeArgs),
     /// Run an informer against a cluster (or `informer serve`) and show a live summary.
@@ -36,7 +36,7 @@ fn main() {
     let code = match &cli.command {
         Command::Decode(args) => cli::decode::run(args),
         Command::Flood(args) => cli::flood::run(args),
-        Command::Replay(args) => cli::flood::replay(args),
+        Command::Replay(args) => cli::flood::replay::run(args),
         Command::Serve(args) => cli::serve::run(args),
         Command::Watch(args) => cli::watch::run(args),
     };

@@ -39,10 +39,10 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     fixtures: Option<std::path::PathBuf>,
     /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_parser = super::seconds)]
+    #[arg(long, value_parser = super::duration::seconds)]
     duration: Option<f64>,
     /// Seconds between status lines on stderr (0 = none).
-    #[arg(long, default_value_t = 10.0, value_parser = super::seconds)]
+    #[arg(long, default_value_t = 10.0, value_parser = super::duration::seconds)]
     status_every: f64,
     #[command(flatten)]
     sim: SimFlags,

@@ -205,11 +205,11 @@ pub(crate) struct SimFlags {
     #[arg(long)]
     pub(crate) list_lag: Option<u64>,
     /// Standing fault: `continue` tokens expire (410) after this many seconds.
-    #[arg(long, value_parser = super::seconds)]
+    #[arg(long, value_parser = super::duration::seconds)]
     pub(crate) continue_ttl: Option<f64>,
     /// A BOOKMARK every this many seconds on watches that allow them (0 = none but
     /// `--bookmark-every`).
-    #[arg(long, value_parser = super::seconds)]
+    #[arg(long, value_parser = super::duration::seconds)]
     pub(crate) bookmark_interval: Option<f64>,
     /// One-shot faults armed at start, repeatable: `list:410`, `list:429:3`, `watch:500`,
     /// `watch:too-large`, `watch:refused`, `stream:close@100`, `stream:410`, `stream:corrupt`,

@@ -42,10 +42,10 @@ pub(crate) struct WatchArgs {
     #[arg(long)]
     json: bool,
     /// Seconds between summary lines.
-    #[arg(long, default_value_t = 2.0, value_parser = super::seconds)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::duration::seconds)]
     interval: f64,
     /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long, value_parser = super::seconds)]
+    #[arg(long, value_parser = super::duration::seconds)]
     duration: Option<f64>,
     /// Namespaces shown per summary line (largest first).
     #[arg(long, default_value_t = 5)]
