@@ -5,16 +5,17 @@
 //! and after the fault.
 
 mod common;
+mod support;
+mod views;
 
 use std::time::Duration;
 
-use common::{
-    SlowPages, start_informer, templates, wait_converged, wait_converged_frozen, wait_until,
-};
+use common::{SlowPages, start_informer, wait_converged, wait_converged_frozen, wait_until};
 use informer::reflector::{ReflectorConfig, ReflectorStats};
 use informer::sim::{
     ErrorAnswer, Fault, FloodMix, OVERSIZED_DEFAULT, SimConfig, SimRequest, SimServer, StreamFault,
 };
+use support::templates;
 
 fn base(template: &str) -> SimConfig {
     SimConfig::new(templates(template))

@@ -26,16 +26,18 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("deadlock: {what} did not finish in {secs} s"))
 }
 
+mod support;
 mod views;
 
-use views::{Recorder, sim_config, store_view};
+use support::flood_config;
+use views::{Recorder, store_view};
 
 /// Handlers of every policy registered (and some removed) while a flood is applied in small
 /// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
 /// view rebuilt from notifications equals the store); removed ones stay consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_handlers_and_removals_during_a_flood() {
-    let sim = SimServer::new(sim_config(500, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 500, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -120,7 +122,7 @@ async fn late_handlers_and_removals_during_a_flood() {
 /// a late registration fills its one slot) waited for room forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_with_an_unpolled_late_block_stream() {
-    let sim = SimServer::new(sim_config(50, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 50, 5)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     informer.start(&tokio::runtime::Handle::current());
     informer
@@ -143,7 +145,7 @@ async fn informer_shutdown_with_an_unpolled_late_block_stream() {
 /// waiting for room, so nothing deadlocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
-    let sim = SimServer::new(sim_config(200, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 200, 5)).unwrap();
     let informer: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),
@@ -204,7 +206,7 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
 /// panics are counted, and the registration syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_handlers_sync_and_go_on() {
-    let sim = SimServer::new(sim_config(100, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 100, 5)).unwrap();
     let inf = Informer::new(sim.clone(), InformerConfig::default());
     let mut regs = Vec::new();
     let mut counts = Vec::new();
@@ -350,7 +352,7 @@ async fn until(mut cond: impl FnMut() -> bool) {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() {
     const N: usize = 20;
-    let sim = SimServer::new(sim_config(N, 5).bookmark_interval(None)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", N, 5).bookmark_interval(None)).unwrap();
     let inf = Informer::new(
         sim.clone(),
         InformerConfig {
@@ -405,7 +407,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
 /// `shutdown` forever; and an informer that had not synced must not report synced after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_stream() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -436,7 +438,7 @@ async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_strea
 /// readers end equal to the store, dropped ones neither stall the informer nor show lag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_registered_and_dropped_during_a_flood() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -529,7 +531,7 @@ async fn streams_registered_and_dropped_during_a_flood() {
 async fn factory_start_and_shutdown_race() {
     use informer::factory::{GroupVersionResource, SharedInformerFactory};
     for round in 0..20 {
-        let sim = SimServer::new(sim_config(50, 5)).unwrap();
+        let sim = SimServer::new(flood_config("etcd", 50, 5)).unwrap();
         let factory = Arc::new(SharedInformerFactory::new(
             move |_gvr: &GroupVersionResource, _ns: Option<&str>| sim.clone(),
         ));
@@ -589,7 +591,7 @@ async fn start_after_shutdown_starts_nothing() {
 /// the processing thread waits for room at it: the wait gives up, the shutdown completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_handler_can_shut_its_informer_down() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
     let slot: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),
@@ -638,7 +640,7 @@ async fn a_block_handler_can_shut_its_informer_down() {
 /// `RemoveEventHandler` returns at once while queued calls still run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_handler_waits_until_it_has_drained() {
-    let sim = SimServer::new(sim_config(100, 3)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 100, 3)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let handled = Arc::new(AtomicUsize::new(0));
     let slow = |n: &AtomicUsize| {
@@ -705,7 +707,7 @@ fn shutdown_async_does_not_block_a_current_thread_runtime() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sim = SimServer::new(sim_config(40, 5)).unwrap();
+        let sim = SimServer::new(flood_config("etcd", 40, 5)).unwrap();
         let informer = Informer::new(sim.clone(), InformerConfig::default());
         let handled = Arc::new(AtomicUsize::new(0));
         let h = handled.clone();

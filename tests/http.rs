@@ -4,6 +4,7 @@
 //! and a captured protobuf watch stream decodes with `informer decode`.
 
 mod support;
+mod views;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +16,8 @@ use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
-use support::{Versions, eventually, sim, start};
+use support::{eventually, sim, start};
+use views::{ViewMap, store_view};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -50,20 +52,6 @@ fn fast_reflector() -> ReflectorConfig {
         },
         ..Default::default()
     }
-}
-
-fn store_versions<L: ListerWatcher>(informer: &Informer<L>) -> Versions {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| {
-            (
-                k.clone(),
-                (o.uid().to_owned(), o.resource_version().to_owned()),
-            )
-        })
-        .collect()
 }
 
 /// Floods `sim` while an informer over HTTP watches it; the store must end equal to the truth.
@@ -103,9 +91,9 @@ fn converge(protobuf: bool, lossless: bool) {
     let truth = sim.truth();
     let converged = rt.block_on(eventually(Duration::from_secs(60), || {
         informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_versions(&informer)).is_none()
+            && truth.diff(&store_view(&informer)).is_none()
     }));
-    assert!(converged, "{:?}", truth.diff(&store_versions(&informer)));
+    assert!(converged, "{:?}", truth.diff(&store_view(&informer)));
     let m = informer.reflector_metrics().unwrap();
     let relists = m.relists.load(std::sync::atomic::Ordering::Relaxed);
     if lossless {
@@ -168,19 +156,19 @@ fn namespaced_informer_with_pagination() {
             .unwrap();
         rt.block_on(sim.flood(2_000)).unwrap();
         let truth = sim.truth();
-        let expected: Versions = truth
+        let expected: ViewMap = truth
             .versions()
             .into_iter()
             .filter(|(k, _)| k.namespace() == "ns-3")
             .collect();
         assert!(expected.len() > 5);
         let ok = rt.block_on(eventually(Duration::from_secs(30), || {
-            store_versions(&informer) == expected
+            store_view(&informer) == expected
         }));
         assert!(
             ok,
             "protobuf={protobuf}: {} vs {}",
-            store_versions(&informer).len(),
+            store_view(&informer).len(),
             expected.len()
         );
         let m = informer.reflector_metrics().unwrap();
@@ -724,9 +712,9 @@ fn simulator_faults_over_http() {
     let truth = sim.truth();
     let ok = rt.block_on(eventually(Duration::from_secs(60), || {
         informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_versions(&informer)).is_none()
+            && truth.diff(&store_view(&informer)).is_none()
     }));
-    assert!(ok, "{:?}", truth.diff(&store_versions(&informer)));
+    assert!(ok, "{:?}", truth.diff(&store_view(&informer)));
     informer.shutdown();
     rt.block_on(server.shutdown());
 }

@@ -4,39 +4,33 @@
 //! with disconnects ends with exactly the server's objects. Paused tokio time, seeded.
 
 mod common;
+mod support;
+mod views;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, Seen, ViewMap, templates, version, wait_converged, wait_frozen};
+use common::{start_informer_with, wait_converged, wait_frozen};
 use informer::fifo::{DeltaFifo, DeltaObject, DeltaType, FifoKind};
 use informer::object::{Object, ObjectKey};
 use informer::reflector::{BackoffConfig, ListerWatcher, ReflectorConfig};
 use informer::sim::{Fault, SimConfig, SimServer, StreamFault};
 use informer::{EventHandler, HandlerOptions, Informer, InformerConfig, Store};
+use support::templates;
+use views::{Recorder, Seen, ViewMap, view_of};
 
 fn start<L: ListerWatcher>(
     lw: L,
     reflector: ReflectorConfig,
     handlers: usize,
 ) -> (Informer<L>, Vec<Recorder>) {
-    let informer = Informer::new(
-        lw,
-        InformerConfig {
-            reflector,
-            fifo: FifoKind::RealFifo,
-            ..Default::default()
-        },
-    );
-    let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
-    for v in &views {
-        informer
-            .add_event_handler(v.clone(), HandlerOptions::new())
-            .unwrap();
-    }
-    informer.start(&tokio::runtime::Handle::current());
-    (informer, views)
+    let config = InformerConfig {
+        reflector,
+        fifo: FifoKind::RealFifo,
+        ..Default::default()
+    };
+    start_informer_with(lw, config, handlers)
 }
 
 fn reflector() -> ReflectorConfig {
@@ -56,13 +50,7 @@ impl StoreAtFirstNotification {
         let mut armed = self.armed.lock().unwrap();
         if *armed {
             *armed = false;
-            let view = self
-                .store
-                .snapshot()
-                .iter()
-                .map(|(k, o)| (k.clone(), version(o)))
-                .collect();
-            *self.seen.lock().unwrap() = Some(view);
+            *self.seen.lock().unwrap() = Some(view_of(self.store.snapshot().iter()));
         }
     }
 }

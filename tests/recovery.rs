@@ -4,18 +4,20 @@
 //! tokio time, deterministic from the seeds.
 
 mod common;
+mod support;
+mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{
-    Seen, start_informer, templates, wait_converged, wait_converged_frozen, wait_frozen, wait_until,
-};
+use common::{start_informer, wait_converged, wait_converged_frozen, wait_frozen, wait_until};
 use informer::fifo::{DeltaFifo, DeltaType};
 use informer::object::{Object, ObjectKey};
 use informer::reflector::{BackoffConfig, Reflector, ReflectorConfig};
 use informer::sim::{Fault, SimConfig, SimServer, StreamFault};
+use support::templates;
+use views::{Seen, view_of};
 
 fn reflector() -> ReflectorConfig {
     ReflectorConfig::default().seed(Some(17))
@@ -182,14 +184,8 @@ async fn a_relist_delivers_unchanged_objects_as_syncs_and_changed_ones_as_update
             }
         })
     };
-    let versions = |known: &Mutex<BTreeMap<ObjectKey, Arc<Object>>>| {
-        known
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, o)| (k.clone(), common::version(o)))
-            .collect::<common::ViewMap>()
-    };
+    let versions =
+        |known: &Mutex<BTreeMap<ObjectKey, Arc<Object>>>| view_of(known.lock().unwrap().iter());
     wait_until("synced", || sim.truth().diff(&versions(&known)).is_none()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     classes.lock().unwrap().clear();

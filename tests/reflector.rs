@@ -3,19 +3,22 @@
 //! asked for (resourceVersions, timing) and that what it delivered equals the server's state.
 
 mod common;
+mod support;
+mod views;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Call, SlowPages, run_reflector, templates, wait_mirror_converged, wait_until};
+use common::{Call, SlowPages, run_reflector, wait_mirror_converged, wait_until};
 use informer::object::{GroupVersionKind, WatchFormat, encode_list_protobuf};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
 use informer::sim::{ErrorAnswer, Fault, SimConfig, SimRequest, SimServer, StreamFault};
+use support::templates;
 
 /// A server of `objects` etcd Pods whose resourceVersion is `rv` once they exist.
 fn sim_at(rv: u64, objects: usize) -> SimServer {

@@ -2,12 +2,12 @@
 //! the real decoders), that one-shot faults fire once and in order, the request log, and that
 //! everything stays deterministic for a seed.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::templates;
+use support::templates;
 use informer::object::{DecodeError, WatchDecoder, WatchEvent, WatchFormat, decode_list};
 use informer::reflector::{
     ApiError, Body, ListOptions, ListerWatcher, TransportErrorKind, WatchOptions,
