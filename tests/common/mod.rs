@@ -3,18 +3,19 @@
 //! with [`Recorder`] handlers, and waits that work on paused tokio time.
 #![allow(dead_code, unreachable_pub)]
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use informer::distributor::OverflowPolicy;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
-use informer::object::{Object, parse_resource_version};
+use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::{
-    ApiError, ListOptions, ListerWatcher, Reflector, ReflectorConfig, ReflectorError,
+    ApiError, BackoffConfig, ListOptions, ListerWatcher, Reflector, ReflectorConfig, ReflectorError,
     ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions, WatchResponse,
 };
-use informer::sim::{SimServer, SimWatch};
+use informer::sim::{Fault, SimServer, SimWatch};
 
 use crate::views::{Recorder, ViewMap, items_view, store_view, version};
 
@@ -337,6 +338,56 @@ pub async fn wait_converged<L: ListerWatcher>(
         }
         poll.tick().await;
     }
+}
+
+/// `config` for a run of [`churn`]: short watch timeouts (2 s) so a stalled watch is broken
+/// within the run, and a short backoff (50–400 ms) so the reflector is back between two
+/// disconnects (client-go's grows past the gap between them, and faults would wait for a
+/// watch instead of breaking one).
+pub fn churn_reflector(config: ReflectorConfig) -> ReflectorConfig {
+    config
+        .min_watch_timeout(Duration::from_secs(2))
+        .backoff(BackoffConfig {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(400),
+            ..Default::default()
+        })
+}
+
+/// `events` random creates, deletes and updates on 100 names in namespace `churn` (a deleted
+/// name comes back with a new uid; a live one is deleted with probability `delete_tenths`/10,
+/// else updated), with `fault(event, rng)` injected when it gives one and 250 ms of tokio time
+/// every 50 events. Returns the keys live at the end.
+pub async fn churn(
+    sim: &SimServer,
+    rng: &mut fastrand::Rng,
+    events: u64,
+    delete_tenths: u8,
+    mut fault: impl FnMut(u64, &mut fastrand::Rng) -> Option<Fault>,
+) -> BTreeSet<ObjectKey> {
+    let names: Vec<String> = (0..100).map(|i| format!("key-{i:02}")).collect();
+    let mut live: Vec<Option<ObjectKey>> = vec![None; 100];
+    for event in 1..=events {
+        let i = rng.usize(0..100);
+        match &live[i] {
+            None => live[i] = Some(sim.create("churn", &names[i]).unwrap().key()),
+            Some(k) if rng.u8(0..10) < delete_tenths => {
+                sim.delete(k).unwrap();
+                live[i] = None;
+            }
+            Some(k) => {
+                sim.update(k).unwrap();
+            }
+        }
+        if let Some(f) = fault(event, rng) {
+            sim.inject(f);
+        }
+        if event % 50 == 0 {
+            // Let the informer run for a while.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    live.into_iter().flatten().collect()
 }
 
 /// The simulator behind a slow link for list pages: every page that continues a list comes
