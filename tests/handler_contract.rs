@@ -26,9 +26,11 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("deadlock: {what} did not finish in {secs} s"))
 }
 
+mod common;
 mod support;
 mod views;
 
+use common::wait_frozen;
 use support::flood_config;
 use views::{Recorder, store_view};
 
@@ -334,18 +336,6 @@ async fn wait_for_cache_sync_times_out_on_tokio_time() {
     inf2.shutdown();
 }
 
-/// Yields until `cond` holds (paused time: keeps the runtime busy so only the test moves time).
-async fn until(mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "condition not reached"
-        );
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Resync periods 2 s, 3 s, 0 (never), 100 ms (raised to 1 s) and the informer's default (5 s):
 /// after each second every handler has had exactly the sync updates of its own due times
 /// (client-go `shouldResync` / `determineNextResync`).
@@ -377,7 +367,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
         regs.push(inf.add_event_handler(v.clone(), o).unwrap());
     }
     inf.start(&tokio::runtime::Handle::current());
-    until(|| regs.iter().all(Registration::has_synced)).await;
+    wait_frozen("all synced", || regs.iter().all(Registration::has_synced)).await;
     let t0 = tokio::time::Instant::now();
     // Expected syncs per handler after each whole second t = 1..=6.
     let expect = |t: usize| -> [usize; 5] { [t / 2 * N, t / 3 * N, 0, t * N, t / 5 * N] };
@@ -385,9 +375,12 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
         tokio::time::sleep_until(t0 + Duration::from_secs(t as u64) + Duration::from_millis(1))
             .await;
         let want = expect(t);
-        until(|| views[3].0.lock().unwrap().syncs == want[3]).await;
+        wait_frozen("the syncs of handler 3", || {
+            views[3].0.lock().unwrap().syncs == want[3]
+        })
+        .await;
         // Let the others catch up too.
-        until(|| {
+        wait_frozen("the syncs of every handler", || {
             views
                 .iter()
                 .zip(want)

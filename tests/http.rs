@@ -16,6 +16,7 @@ use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
+use informer::sim::SimServer;
 use support::{eventually, sim, start};
 use views::{ViewMap, store_view};
 
@@ -54,6 +55,20 @@ fn fast_reflector() -> ReflectorConfig {
     }
 }
 
+/// Waits (60 s) until the store reflects the server's last change and equals its truth.
+fn assert_converges<L: ListerWatcher>(
+    rt: &tokio::runtime::Runtime,
+    sim: &SimServer,
+    informer: &Informer<L>,
+) {
+    let truth = sim.truth();
+    let ok = rt.block_on(eventually(Duration::from_secs(60), || {
+        informer.store().resource_version() >= truth.resource_version
+            && truth.diff(&store_view(informer)).is_none()
+    }));
+    assert!(ok, "{:?}", truth.diff(&store_view(informer)));
+}
+
 /// Floods `sim` while an informer over HTTP watches it; the store must end equal to the truth.
 fn converge(protobuf: bool, lossless: bool) {
     let rt = runtime();
@@ -88,12 +103,7 @@ fn converge(protobuf: bool, lossless: bool) {
             }
         }
     });
-    let truth = sim.truth();
-    let converged = rt.block_on(eventually(Duration::from_secs(60), || {
-        informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_view(&informer)).is_none()
-    }));
-    assert!(converged, "{:?}", truth.diff(&store_view(&informer)));
+    assert_converges(&rt, &sim, &informer);
     let m = informer.reflector_metrics().unwrap();
     let relists = m.relists.load(std::sync::atomic::Ordering::Relaxed);
     if lossless {
@@ -709,12 +719,7 @@ fn simulator_faults_over_http() {
         assert!(armed.is_success());
         rt.block_on(sim.flood(50)).unwrap();
     }
-    let truth = sim.truth();
-    let ok = rt.block_on(eventually(Duration::from_secs(60), || {
-        informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_view(&informer)).is_none()
-    }));
-    assert!(ok, "{:?}", truth.diff(&store_view(&informer)));
+    assert_converges(&rt, &sim, &informer);
     informer.shutdown();
     rt.block_on(server.shutdown());
 }
@@ -725,7 +730,7 @@ fn simulator_faults_over_http() {
 #[test]
 fn one_server_serves_the_resources_of_several_simulators() {
     use informer::server::{ServerConfig, ServerError, serve_many};
-    use informer::sim::{SimConfig, SimServer, Templates};
+    use informer::sim::{SimConfig, Templates};
 
     let rt = runtime();
     let dir = support::fixtures();

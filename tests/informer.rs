@@ -17,25 +17,13 @@ use informer::informer::{
 use informer::object::{Object, ObjectKey, StrMap};
 use informer::sim::SimServer;
 
+mod common;
 mod support;
 mod views;
 
-use support::flood_config;
+use common::wait_frozen;
+use support::{flood_config, synced_informer};
 use views::{Recorder, store_view};
-
-/// Yields until `cond` holds. Used under paused time: awaiting a notification would let the
-/// idle runtime auto-advance the clock while the informer's processing thread (not a tokio
-/// task) works; yielding keeps the runtime busy so only the test moves time.
-async fn until(mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition not reached in 60 s"
-        );
-        tokio::task::yield_now().await;
-    }
-}
 
 /// A handler that takes `per_add` of work for each add and checks that its registration does
 /// not report synced before its adds are done.
@@ -203,7 +191,7 @@ async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
         .unwrap();
     informer.start(&tokio::runtime::Handle::current());
     let t0 = tokio::time::Instant::now();
-    until(|| reg_a.has_synced() && reg_b.has_synced()).await;
+    wait_frozen("both synced", || reg_a.has_synced() && reg_b.has_synced()).await;
     assert_eq!(
         tokio::time::Instant::now(),
         t0,
@@ -216,7 +204,7 @@ async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     for k in 0..SECONDS {
         sim.update(&keys[k % OBJECTS]).unwrap();
-        until(|| b.0.lock().unwrap().updates == k + 1).await;
+        wait_frozen("B got the update", || b.0.lock().unwrap().updates == k + 1).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     // B got every real update while A was stuck in its first resync since t0 + 30 s.
@@ -325,12 +313,7 @@ async fn views_inner() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registration_waiting() {
     let sim = SimServer::new(flood_config("etcd", 300, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let informer = synced_informer(&sim).await;
     // Capacity one batch and nobody polling yet: the replay and its sync marker still fit.
     let (reg, mut stream) = informer
         .add_stream(HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }))
@@ -406,12 +389,7 @@ async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_
     use k8s_pb::api::core::v1::Pod;
 
     let sim = SimServer::new(flood_config("etcd", 200, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let informer = synced_informer(&sim).await;
     let lister = informer.lister();
     let all = lister.list();
     assert_eq!(all.len(), 200);
@@ -496,12 +474,7 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
     use k8s_pb::api::core::v1::Pod;
 
     let sim = SimServer::new(flood_config("etcd", 150, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let informer = synced_informer(&sim).await;
     informer
         .add_indexers([(LABELS_INDEX.to_owned(), labels_index_func())])
         .unwrap();
@@ -711,12 +684,7 @@ async fn a_synced_store_reflects_the_list_resource_version() {
     let sim = SimServer::new(flood_config("etcd", 20, 3)).unwrap();
     let listed = sim.resource_version();
     for i in 0..200 {
-        let informer = Informer::new(sim.clone(), InformerConfig::default());
-        informer.start(&tokio::runtime::Handle::current());
-        informer
-            .wait_for_cache_sync(Duration::from_secs(30))
-            .await
-            .unwrap();
+        let informer = synced_informer(&sim).await;
         let rv = informer.store().resource_version();
         tokio::task::block_in_place(|| informer.shutdown());
         assert_eq!(rv, listed, "round {i}: synced at resourceVersion {rv}");

@@ -17,7 +17,7 @@ use informer::{
 };
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
-use support::{sim, start};
+use support::{sim, start, synced_informer};
 use views::{ViewMap, meta_view, store_view};
 
 fn client(url: &str) -> kube::Client {
@@ -190,12 +190,7 @@ async fn the_event_stream_carries_list_watch_errors_and_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_made_after_sync_replays_the_cache_then_says_synced() {
     let sim = sim("head", |c| c.initial_objects(15).target_objects(15));
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let informer = synced_informer(&sim).await;
     let lister = TypedLister::<k8s_pb::api::core::v1::Pod>::new(informer.lister());
     let mut events = informer.events(lister, HandlerOptions::new()).unwrap();
     let mut initial = 0;
@@ -214,12 +209,7 @@ async fn a_stream_made_after_sync_replays_the_cache_then_says_synced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serde_reads_of_protobuf_objects_say_to_ask_for_json() {
     let sim = sim("head", |c| c.initial_objects(3).target_objects(3));
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let informer = synced_informer(&sim).await;
     let pods: TypedLister<Pod> = TypedLister::serde(informer.lister());
     let err = pods.list().unwrap_err();
     assert!(matches!(err, DecodeError::NotJson { .. }), "{err}");

@@ -11,7 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{churn, churn_reflector, start_informer, wait_converged, wait_converged_frozen, wait_frozen, wait_until};
+use common::{
+    churn, churn_reflector, start_informer, wait_converged, wait_converged_frozen, wait_frozen,
+    wait_until,
+};
 use informer::fifo::{DeltaFifo, DeltaType};
 use informer::object::{Object, ObjectKey};
 use informer::reflector::{Reflector, ReflectorConfig};

@@ -12,8 +12,9 @@ use informer::distributor::OverflowPolicy;
 use informer::informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::{
-    ApiError, BackoffConfig, ListOptions, ListerWatcher, Reflector, ReflectorConfig, ReflectorError,
-    ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions, WatchResponse,
+    ApiError, BackoffConfig, ListOptions, ListerWatcher, Reflector, ReflectorConfig,
+    ReflectorError, ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions,
+    WatchResponse,
 };
 use informer::sim::{Fault, SimServer, SimWatch};
 

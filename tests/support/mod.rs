@@ -1,12 +1,13 @@
 //! The simulated API server as the tests build it: fixture templates by name, seeded
-//! simulators (one with a create/update/delete flood mix), and serving one on a loopback port
-//! with real-time polling.
+//! simulators (one with a create/update/delete flood mix), a synced informer over one, its
+//! request log, and serving one on a loopback port with real-time polling.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use informer::informer::{Informer, InformerConfig};
 use informer::object::{self, Object};
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
@@ -49,6 +50,32 @@ pub fn flood_config(name: &str, objects: usize, seed: u64) -> SimConfig {
 /// A simulator over `templates(name)` (seed 7) shaped by `f`.
 pub fn sim(name: &str, f: impl FnOnce(SimConfig) -> SimConfig) -> SimServer {
     SimServer::new(f(SimConfig::new(templates(name)).seed(7))).unwrap()
+}
+
+/// An informer (default config) over `sim`, started on the current runtime and synced.
+///
+/// # Panics
+/// When it has not synced within 30 s.
+pub async fn synced_informer(sim: &SimServer) -> Informer<SimServer> {
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    informer
+}
+
+/// Every list request `sim` answered, in order: its page size limit, whether it continued a
+/// list, and the answer's status code.
+pub fn list_requests(sim: &SimServer) -> Vec<(Option<u32>, bool, i32)> {
+    sim.requests()
+        .iter()
+        .filter_map(|q| {
+            q.list()
+                .map(|o| (o.limit, o.continue_token.is_some(), q.code()))
+        })
+        .collect()
 }
 
 /// The HEAD Pod's JSON twin (the same object as `core.v1.Pod.pb`).
