@@ -17,16 +17,8 @@ use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
 use informer::sim::SimServer;
-use support::{eventually, sim, start};
+use support::{eventually, runtime, sim, start};
 use views::{ViewMap, store_view};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 async fn lister(url: &str, resource: ApiResource) -> HttpListerWatcher {
     let client = ClientOptions {

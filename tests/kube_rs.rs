@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube_runtime::{WatchStreamExt, reflector, watcher};
-use support::{eventually, sim, start};
+use support::{eventually, runtime, sim, start};
 use views::{ViewMap, meta_view};
 
 fn versions(store: &reflector::Store<Pod>) -> ViewMap {
@@ -20,11 +20,7 @@ fn versions(store: &reflector::Store<Pod>) -> ViewMap {
 
 #[test]
 fn kube_runtime_reflector_matches_the_server_after_relists() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     // A 200-event window under 8 000-event bursts: kube-rs's watches expire (ERROR 410) and
     // it relists; small pages exercise its paginated lists.
     let sim = sim("head", |c| {

@@ -1,6 +1,4 @@
-//! The paused-time harness of the reflector and informer tests: a recording
-//! [`ReflectorStore`] that mirrors what a reflector delivers, a running reflector, informers
-//! with [`Recorder`] handlers, and waits that work on paused tokio time.
+//! The paused-time harness of the reflector and informer tests: run, drive and wait on them.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeSet;

@@ -1,9 +1,4 @@
-//! A real kube-apiserver with etcd for the tests: `interop/bin/apiserver` (built from the
-//! `k8s.io/kubernetes` module by `interop/build.sh`; built here when missing) run as a child
-//! process, and helpers that write objects through its real API with the `kube` crate.
-//!
-//! A missing Go toolchain, a failed build or a server that does not start fails the test: it
-//! is never a skip.
+//! A real kube-apiserver with etcd for the tests, and helpers that write through its API.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -22,7 +17,9 @@ use informer::client::ClientOptions;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
-/// `interop/bin/apiserver` (built when missing or stale), or `$INFORMER_APISERVER`.
+/// `interop/bin/apiserver` (built from the `k8s.io/kubernetes` module when missing or stale),
+/// or `$INFORMER_APISERVER`. A missing Go toolchain or a failed build fails the test: it is
+/// never a skip.
 pub fn binary() -> PathBuf {
     match std::env::var_os("INFORMER_APISERVER") {
         Some(p) => PathBuf::from(p),

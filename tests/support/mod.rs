@@ -1,6 +1,4 @@
-//! The simulated API server as the tests build it: fixture templates by name, seeded
-//! simulators (one with a create/update/delete flood mix), a synced informer over one, its
-//! request log, and serving one on a loopback port with real-time polling.
+//! The simulated API server as the tests build it: templates, simulators, a loopback server.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -50,6 +48,16 @@ pub fn flood_config(name: &str, objects: usize, seed: u64) -> SimConfig {
 /// A simulator over `templates(name)` (seed 7) shaped by `f`.
 pub fn sim(name: &str, f: impl FnOnce(SimConfig) -> SimConfig) -> SimServer {
     SimServer::new(f(SimConfig::new(templates(name)).seed(7))).unwrap()
+}
+
+/// A two-thread runtime with time and I/O, for tests that drive servers and clients from
+/// plain `#[test]` code.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// An informer (default config) over `sim`, started on the current runtime and synced.

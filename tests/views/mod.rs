@@ -1,6 +1,4 @@
-//! Views of the objects as `key → (uid, resourceVersion)` maps (from a store, a list, metadata)
-//! and a handler that rebuilds one from its notifications, recording what it saw and every
-//! contract violation.
+//! `key → (uid, resourceVersion)` views of the objects, and a handler that rebuilds one.
 #![allow(dead_code, unreachable_pub)]
 
 use std::borrow::Borrow;
