@@ -34,12 +34,12 @@ use common::wait_frozen;
 use support::flood_config;
 use views::{Recorder, store_view};
 
-/// Handlers of every policy registered (and some removed) while a flood is applied in small
-/// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
-/// view rebuilt from notifications equals the store); removed ones stay consistent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn late_handlers_and_removals_during_a_flood() {
-    let sim = SimServer::new(flood_config("etcd", 500, 5)).unwrap();
+/// An informer (batch size 8) over `sim`, started and synced, while a task floods `sim` with
+/// `changes` changes (its result: the last resourceVersion).
+async fn flooding(
+    sim: &SimServer,
+    changes: u64,
+) -> (Arc<Informer<SimServer>>, tokio::task::JoinHandle<u64>) {
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -53,7 +53,17 @@ async fn late_handlers_and_removals_during_a_flood() {
         .await
         .unwrap();
     let s = sim.clone();
-    let flood = tokio::spawn(async move { s.flood(60_000).await.unwrap() });
+    let flood = tokio::spawn(async move { s.flood(changes).await.unwrap() });
+    (informer, flood)
+}
+
+/// Handlers of every policy registered (and some removed) while a flood is applied in small
+/// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
+/// view rebuilt from notifications equals the store); removed ones stay consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_handlers_and_removals_during_a_flood() {
+    let sim = SimServer::new(flood_config("etcd", 500, 5)).unwrap();
+    let (informer, flood) = flooding(&sim, 60_000).await;
     let policies = [
         OverflowPolicy::Unbounded,
         OverflowPolicy::Block { capacity: 1 },
@@ -432,20 +442,7 @@ async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_strea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_registered_and_dropped_during_a_flood() {
     let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
-    let informer = Arc::new(Informer::new(
-        sim.clone(),
-        InformerConfig {
-            batch_size: 8,
-            ..InformerConfig::default()
-        },
-    ));
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
-    let s = sim.clone();
-    let flood = tokio::spawn(async move { s.flood(40_000).await.unwrap() });
+    let (informer, flood) = flooding(&sim, 40_000).await;
     let policies = [
         OverflowPolicy::Unbounded,
         OverflowPolicy::Block { capacity: 2 },
