@@ -20,11 +20,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube_apiserver::fixtures::{Fixture, labelled_pod, widget_crd};
 use kube_apiserver::gate::Gate;
 use kube_apiserver::workloads::{add_pod, deployment_family, expected_statuses, set_ready};
-use kube_apiserver::{
-    CONCURRENCY, KubeApiServer, Versions, delete_each, diff, each, namespace, replace_each,
-    versions_of,
-};
-use views::{Recorder, View};
+use kube_apiserver::{CONCURRENCY, KubeApiServer, delete_each, each, namespace, replace_each};
+use views::{Recorder, View, ViewMap, diff, meta_view, store_view};
 
 fn reflector() -> ReflectorConfig {
     ReflectorConfig::default().backoff(BackoffConfig {
@@ -32,16 +29,6 @@ fn reflector() -> ReflectorConfig {
         max: Duration::from_millis(500),
         ..Default::default()
     })
-}
-
-/// The informer's store as `(uid, resourceVersion)` by key.
-fn store_versions(informer: &Informer<impl ListerWatcher>) -> Versions {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| (k.clone(), views::version(o)))
-        .collect()
 }
 
 /// Polls `f` every 50 ms until it gives `None` or `timeout` passes; the last answer.
@@ -93,11 +80,11 @@ async fn started<L: ListerWatcher>(
 async fn assert_converged<L: ListerWatcher>(
     informer: &Informer<L>,
     views: &[Arc<Mutex<View>>],
-    expected: &Versions,
+    expected: &ViewMap,
     what: &str,
 ) {
     let d = settle(Duration::from_secs(60), || {
-        diff(expected, &store_versions(informer))
+        diff(expected, &store_view(informer))
     })
     .await;
     assert!(
@@ -170,7 +157,7 @@ async fn writes_converge<K: Fixture>(resource: ApiResource, objects: usize) {
     }
 
     let fresh = api.list(&ListParams::default()).await.unwrap();
-    let expected = versions_of(fresh.items.iter().map(|o| o.meta()));
+    let expected = meta_view(fresh.items.iter().map(|o| o.meta()));
     assert!(expected.len() > objects / 3, "{} left", expected.len());
     assert_converged(&informer, &views, &expected, &resource.resource).await;
 
@@ -258,7 +245,7 @@ async fn json_custom_resources_converge_with_the_server() {
         .collect();
     delete_each(&api, gone).await;
     let fresh = api.list(&ListParams::default()).await.unwrap();
-    let expected = versions_of(fresh.items.iter().map(|o| &o.metadata));
+    let expected = meta_view(fresh.items.iter().map(|o| &o.metadata));
     assert_eq!(expected.len(), 1_000 - 800 / 5);
     assert_converged(&informer, &views, &expected, "widgets").await;
     let snap = informer.store().snapshot();
@@ -285,10 +272,10 @@ async fn configmaps(
 }
 
 /// The ConfigMaps of `ns` as a fresh list from the server sees them.
-async fn fresh_configmaps(client: &kube::Client, ns: &str) -> Versions {
+async fn fresh_configmaps(client: &kube::Client, ns: &str) -> ViewMap {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let list = api.list(&ListParams::default()).await.unwrap();
-    versions_of(list.items.iter().map(|o| &o.metadata))
+    meta_view(list.items.iter().map(|o| &o.metadata))
 }
 
 fn configmaps_in(client: &kube::Client, ns: &str) -> HttpListerWatcher {
@@ -627,7 +614,7 @@ async fn label_field_and_namespace_selectors_are_evaluated_by_the_server() {
             params = params.fields(f);
         }
         let list = api.list(&params).await.unwrap();
-        let expected = versions_of(list.items.iter().map(|o| &o.metadata));
+        let expected = meta_view(list.items.iter().map(|o| &o.metadata));
         let what = format!("{} {l:?} {f:?}", resource.collection_path());
         assert!(
             !expected.is_empty() && expected.len() < 420,
@@ -940,9 +927,9 @@ async fn a_kube_informer_of_a_custom_resource_type() {
             .unwrap();
     }
     let fresh = api.list(&ListParams::default()).await.unwrap();
-    let expected = versions_of(fresh.items.iter().map(|w| &w.metadata));
+    let expected = meta_view(fresh.items.iter().map(|w| &w.metadata));
     let d = settle(Duration::from_secs(60), || {
-        diff(&expected, &store_versions(&informer))
+        diff(&expected, &store_view(&informer))
     })
     .await;
     assert_eq!(d, None);

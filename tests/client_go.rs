@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use informer::server::{ServerConfig, ServerHandle, ServerStats, serve};
 use informer::sim::{SimConfig, SimServer, Templates, Truth};
 use serde_json::Value;
+use support::runtime;
 
 /// How long any one wait may take before the test fails (generous: CI machines are shared).
 const WAIT: Duration = Duration::from_secs(60);
@@ -263,14 +264,6 @@ fn assert_matches_truth(status: ExitStatus, report: &Value, truth: &Truth) {
         assert_eq!(h["unreadable"], 0);
     }
     assert_eq!(report["views_match_cache"], true);
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// One scenario: the simulator, its HTTP server and the client-go peer watching it.

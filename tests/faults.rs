@@ -5,16 +5,17 @@
 //! and after the fault.
 
 mod common;
+mod support;
+mod views;
 
 use std::time::Duration;
 
-use common::{
-    SlowPages, start_informer, templates, wait_converged, wait_converged_frozen, wait_until,
-};
+use common::{SlowPages, start_informer, wait_converged, wait_converged_frozen, wait_until};
 use informer::reflector::{ReflectorConfig, ReflectorStats};
 use informer::sim::{
     ErrorAnswer, Fault, FloodMix, OVERSIZED_DEFAULT, SimConfig, SimRequest, SimServer, StreamFault,
 };
+use support::{list_requests, templates};
 
 fn base(template: &str) -> SimConfig {
     SimConfig::new(templates(template))
@@ -358,14 +359,7 @@ async fn continue_tokens_expiring_fall_back_to_a_full_list() {
     informer.shutdown();
     // Both lists (the first at "0", the relist at a version: paginated again, because the
     // first came in pages) had their second page expire and were fetched whole.
-    let pages: Vec<(Option<u32>, bool, i32)> = sim
-        .requests()
-        .iter()
-        .filter_map(|q| {
-            q.list()
-                .map(|o| (o.limit, o.continue_token.is_some(), q.code()))
-        })
-        .collect();
+    let pages = list_requests(&sim);
     let expired = (Some(500), true, 410);
     let full = (None, false, 200);
     assert_eq!(

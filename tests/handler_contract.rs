@@ -26,16 +26,20 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
         .unwrap_or_else(|_| panic!("deadlock: {what} did not finish in {secs} s"))
 }
 
+mod common;
+mod support;
 mod views;
 
-use views::{Recorder, sim_config, store_view};
+use common::wait_frozen;
+use support::flood_config;
+use views::{Recorder, store_view};
 
-/// Handlers of every policy registered (and some removed) while a flood is applied in small
-/// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
-/// view rebuilt from notifications equals the store); removed ones stay consistent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn late_handlers_and_removals_during_a_flood() {
-    let sim = SimServer::new(sim_config(500, 5)).unwrap();
+/// An informer (batch size 8) over `sim`, started and synced, while a task floods `sim` with
+/// `changes` changes (its result: the last resourceVersion).
+async fn flooding(
+    sim: &SimServer,
+    changes: u64,
+) -> (Arc<Informer<SimServer>>, tokio::task::JoinHandle<u64>) {
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -49,7 +53,17 @@ async fn late_handlers_and_removals_during_a_flood() {
         .await
         .unwrap();
     let s = sim.clone();
-    let flood = tokio::spawn(async move { s.flood(60_000).await.unwrap() });
+    let flood = tokio::spawn(async move { s.flood(changes).await.unwrap() });
+    (informer, flood)
+}
+
+/// Handlers of every policy registered (and some removed) while a flood is applied in small
+/// batches: each gets the cache as initial adds, then live events, none missed or doubled (its
+/// view rebuilt from notifications equals the store); removed ones stay consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_handlers_and_removals_during_a_flood() {
+    let sim = SimServer::new(flood_config("etcd", 500, 5)).unwrap();
+    let (informer, flood) = flooding(&sim, 60_000).await;
     let policies = [
         OverflowPolicy::Unbounded,
         OverflowPolicy::Block { capacity: 1 },
@@ -120,7 +134,7 @@ async fn late_handlers_and_removals_during_a_flood() {
 /// a late registration fills its one slot) waited for room forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_with_an_unpolled_late_block_stream() {
-    let sim = SimServer::new(sim_config(50, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 50, 5)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     informer.start(&tokio::runtime::Handle::current());
     informer
@@ -143,7 +157,7 @@ async fn informer_shutdown_with_an_unpolled_late_block_stream() {
 /// waiting for room, so nothing deadlocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
-    let sim = SimServer::new(sim_config(200, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 200, 5)).unwrap();
     let informer: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),
@@ -204,7 +218,7 @@ async fn block_handlers_that_register_remove_and_read_the_store_from_inside() {
 /// panics are counted, and the registration syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_handlers_sync_and_go_on() {
-    let sim = SimServer::new(sim_config(100, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 100, 5)).unwrap();
     let inf = Informer::new(sim.clone(), InformerConfig::default());
     let mut regs = Vec::new();
     let mut counts = Vec::new();
@@ -332,25 +346,13 @@ async fn wait_for_cache_sync_times_out_on_tokio_time() {
     inf2.shutdown();
 }
 
-/// Yields until `cond` holds (paused time: keeps the runtime busy so only the test moves time).
-async fn until(mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "condition not reached"
-        );
-        tokio::task::yield_now().await;
-    }
-}
-
 /// Resync periods 2 s, 3 s, 0 (never), 100 ms (raised to 1 s) and the informer's default (5 s):
 /// after each second every handler has had exactly the sync updates of its own due times
 /// (client-go `shouldResync` / `determineNextResync`).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() {
     const N: usize = 20;
-    let sim = SimServer::new(sim_config(N, 5).bookmark_interval(None)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", N, 5).bookmark_interval(None)).unwrap();
     let inf = Informer::new(
         sim.clone(),
         InformerConfig {
@@ -375,7 +377,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
         regs.push(inf.add_event_handler(v.clone(), o).unwrap());
     }
     inf.start(&tokio::runtime::Handle::current());
-    until(|| regs.iter().all(Registration::has_synced)).await;
+    wait_frozen("all synced", || regs.iter().all(Registration::has_synced)).await;
     let t0 = tokio::time::Instant::now();
     // Expected syncs per handler after each whole second t = 1..=6.
     let expect = |t: usize| -> [usize; 5] { [t / 2 * N, t / 3 * N, 0, t * N, t / 5 * N] };
@@ -383,9 +385,12 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
         tokio::time::sleep_until(t0 + Duration::from_secs(t as u64) + Duration::from_millis(1))
             .await;
         let want = expect(t);
-        until(|| views[3].0.lock().unwrap().syncs == want[3]).await;
+        wait_frozen("the syncs of handler 3", || {
+            views[3].0.lock().unwrap().syncs == want[3]
+        })
+        .await;
         // Let the others catch up too.
-        until(|| {
+        wait_frozen("the syncs of every handler", || {
             views
                 .iter()
                 .zip(want)
@@ -405,7 +410,7 @@ async fn resync_periods_go_to_due_handlers_only_minimum_one_second_zero_never() 
 /// `shutdown` forever; and an informer that had not synced must not report synced after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_stream() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
     let informer = Arc::new(Informer::new(
         sim.clone(),
         InformerConfig {
@@ -436,21 +441,8 @@ async fn informer_shutdown_while_the_publisher_waits_for_an_unpolled_block_strea
 /// readers end equal to the store, dropped ones neither stall the informer nor show lag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_registered_and_dropped_during_a_flood() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
-    let informer = Arc::new(Informer::new(
-        sim.clone(),
-        InformerConfig {
-            batch_size: 8,
-            ..InformerConfig::default()
-        },
-    ));
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
-    let s = sim.clone();
-    let flood = tokio::spawn(async move { s.flood(40_000).await.unwrap() });
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
+    let (informer, flood) = flooding(&sim, 40_000).await;
     let policies = [
         OverflowPolicy::Unbounded,
         OverflowPolicy::Block { capacity: 2 },
@@ -529,7 +521,7 @@ async fn streams_registered_and_dropped_during_a_flood() {
 async fn factory_start_and_shutdown_race() {
     use informer::factory::{GroupVersionResource, SharedInformerFactory};
     for round in 0..20 {
-        let sim = SimServer::new(sim_config(50, 5)).unwrap();
+        let sim = SimServer::new(flood_config("etcd", 50, 5)).unwrap();
         let factory = Arc::new(SharedInformerFactory::new(
             move |_gvr: &GroupVersionResource, _ns: Option<&str>| sim.clone(),
         ));
@@ -589,7 +581,7 @@ async fn start_after_shutdown_starts_nothing() {
 /// the processing thread waits for room at it: the wait gives up, the shutdown completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_handler_can_shut_its_informer_down() {
-    let sim = SimServer::new(sim_config(300, 5)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 5)).unwrap();
     let slot: Arc<OnceLock<Arc<Informer<SimServer>>>> = Arc::new(OnceLock::new());
     let inf = Arc::new(Informer::new(
         sim.clone(),
@@ -638,7 +630,7 @@ async fn a_block_handler_can_shut_its_informer_down() {
 /// `RemoveEventHandler` returns at once while queued calls still run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_handler_waits_until_it_has_drained() {
-    let sim = SimServer::new(sim_config(100, 3)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 100, 3)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let handled = Arc::new(AtomicUsize::new(0));
     let slow = |n: &AtomicUsize| {
@@ -705,7 +697,7 @@ fn shutdown_async_does_not_block_a_current_thread_runtime() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let sim = SimServer::new(sim_config(40, 5)).unwrap();
+        let sim = SimServer::new(flood_config("etcd", 40, 5)).unwrap();
         let informer = Informer::new(sim.clone(), InformerConfig::default());
         let handled = Arc::new(AtomicUsize::new(0));
         let h = handled.clone();

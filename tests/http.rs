@@ -4,26 +4,21 @@
 //! and a captured protobuf watch stream decodes with `informer decode`.
 
 mod support;
+mod views;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
+use informer::{Informer, InformerConfig};
 use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_list};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
-use informer::{Informer, InformerConfig};
-use support::{Versions, eventually, sim, start};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use informer::sim::SimServer;
+use support::{eventually, runtime, sim, start};
+use views::{ViewMap, store_view};
 
 async fn lister(url: &str, resource: ApiResource) -> HttpListerWatcher {
     let client = ClientOptions {
@@ -52,18 +47,18 @@ fn fast_reflector() -> ReflectorConfig {
     }
 }
 
-fn store_versions<L: ListerWatcher>(informer: &Informer<L>) -> Versions {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| {
-            (
-                k.clone(),
-                (o.uid().to_owned(), o.resource_version().to_owned()),
-            )
-        })
-        .collect()
+/// Waits (60 s) until the store reflects the server's last change and equals its truth.
+fn assert_converges<L: ListerWatcher>(
+    rt: &tokio::runtime::Runtime,
+    sim: &SimServer,
+    informer: &Informer<L>,
+) {
+    let truth = sim.truth();
+    let ok = rt.block_on(eventually(Duration::from_secs(60), || {
+        informer.store().resource_version() >= truth.resource_version
+            && truth.diff(&store_view(informer)).is_none()
+    }));
+    assert!(ok, "{:?}", truth.diff(&store_view(informer)));
 }
 
 /// Floods `sim` while an informer over HTTP watches it; the store must end equal to the truth.
@@ -100,12 +95,7 @@ fn converge(protobuf: bool, lossless: bool) {
             }
         }
     });
-    let truth = sim.truth();
-    let converged = rt.block_on(eventually(Duration::from_secs(60), || {
-        informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_versions(&informer)).is_none()
-    }));
-    assert!(converged, "{:?}", truth.diff(&store_versions(&informer)));
+    assert_converges(&rt, &sim, &informer);
     let m = informer.reflector_metrics().unwrap();
     let relists = m.relists.load(std::sync::atomic::Ordering::Relaxed);
     if lossless {
@@ -168,19 +158,19 @@ fn namespaced_informer_with_pagination() {
             .unwrap();
         rt.block_on(sim.flood(2_000)).unwrap();
         let truth = sim.truth();
-        let expected: Versions = truth
+        let expected: ViewMap = truth
             .versions()
             .into_iter()
             .filter(|(k, _)| k.namespace() == "ns-3")
             .collect();
         assert!(expected.len() > 5);
         let ok = rt.block_on(eventually(Duration::from_secs(30), || {
-            store_versions(&informer) == expected
+            store_view(&informer) == expected
         }));
         assert!(
             ok,
             "protobuf={protobuf}: {} vs {}",
-            store_versions(&informer).len(),
+            store_view(&informer).len(),
             expected.len()
         );
         let m = informer.reflector_metrics().unwrap();
@@ -721,12 +711,7 @@ fn simulator_faults_over_http() {
         assert!(armed.is_success());
         rt.block_on(sim.flood(50)).unwrap();
     }
-    let truth = sim.truth();
-    let ok = rt.block_on(eventually(Duration::from_secs(60), || {
-        informer.store().resource_version() >= truth.resource_version
-            && truth.diff(&store_versions(&informer)).is_none()
-    }));
-    assert!(ok, "{:?}", truth.diff(&store_versions(&informer)));
+    assert_converges(&rt, &sim, &informer);
     informer.shutdown();
     rt.block_on(server.shutdown());
 }
@@ -737,7 +722,7 @@ fn simulator_faults_over_http() {
 #[test]
 fn one_server_serves_the_resources_of_several_simulators() {
     use informer::server::{ServerConfig, ServerError, serve_many};
-    use informer::sim::{SimConfig, SimServer, Templates};
+    use informer::sim::{SimConfig, Templates};
 
     let rt = runtime();
     let dir = support::fixtures();

@@ -17,23 +17,13 @@ use informer::{
     TypedLister,
 };
 
+mod common;
+mod support;
 mod views;
 
-use views::{Recorder, sim_config, store_view};
-
-/// Yields until `cond` holds. Used under paused time: awaiting a notification would let the
-/// idle runtime auto-advance the clock while the informer's processing thread (not a tokio
-/// task) works; yielding keeps the runtime busy so only the test moves time.
-async fn until(mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "condition not reached in 60 s"
-        );
-        tokio::task::yield_now().await;
-    }
-}
+use common::wait_frozen;
+use support::{flood_config, synced_informer};
+use views::{Recorder, store_view};
 
 /// A handler that takes `per_add` of work for each add and checks that its registration does
 /// not report synced before its adds are done.
@@ -85,7 +75,7 @@ fn slow_adds(
 }
 
 async fn registration_sync_case(objects: usize, per_add: Duration) {
-    let sim = SimServer::new(sim_config(objects, 11)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", objects, 11)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (slow, slow_view, slow_reg, slow_bad) = slow_adds(per_add);
     let reg = informer
@@ -177,7 +167,7 @@ impl EventHandler for Resyncing {
 async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     const OBJECTS: usize = 50;
     const SECONDS: usize = 100;
-    let sim = SimServer::new(sim_config(OBJECTS, 11).bookmark_interval(None)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", OBJECTS, 11).bookmark_interval(None)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let (gate_tx, gate_rx) = crossbeam::channel::bounded::<()>(0);
     let entered = Arc::new(AtomicBool::new(false));
@@ -201,7 +191,7 @@ async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
         .unwrap();
     informer.start(&tokio::runtime::Handle::current());
     let t0 = tokio::time::Instant::now();
-    until(|| reg_a.has_synced() && reg_b.has_synced()).await;
+    wait_frozen("both synced", || reg_a.has_synced() && reg_b.has_synced()).await;
     assert_eq!(
         tokio::time::Instant::now(),
         t0,
@@ -214,7 +204,7 @@ async fn resync_goes_only_to_the_handler_due_and_never_delays_the_others() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     for k in 0..SECONDS {
         sim.update(&keys[k % OBJECTS]).unwrap();
-        until(|| b.0.lock().unwrap().updates == k + 1).await;
+        wait_frozen("B got the update", || b.0.lock().unwrap().updates == k + 1).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     // B got every real update while A was stuck in its first resync since t0 + 30 s.
@@ -254,7 +244,7 @@ async fn every_policy_and_a_stream_end_equal_to_the_store_after_a_flood_with_rel
 async fn views_inner() {
     // A small window and no flow control: while `step` runs on the only runtime thread the
     // watch falls out of the window, gets 410 Gone and relists (deletions as tombstones).
-    let sim = SimServer::new(sim_config(200, 11).history_window(100)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 200, 11).history_window(100)).unwrap();
     let informer = Arc::new(Informer::new(sim.clone(), InformerConfig::default()));
     let policies = [
         OverflowPolicy::Unbounded,
@@ -322,13 +312,8 @@ async fn views_inner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registration_waiting() {
-    let sim = SimServer::new(sim_config(300, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let sim = SimServer::new(flood_config("etcd", 300, 11)).unwrap();
+    let informer = synced_informer(&sim).await;
     // Capacity one batch and nobody polling yet: the replay and its sync marker still fit.
     let (reg, mut stream) = informer
         .add_stream(HandlerOptions::new().policy(OverflowPolicy::Block { capacity: 1 }))
@@ -359,7 +344,7 @@ async fn a_blocking_stream_registered_late_gets_the_cache_without_the_registrati
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transform_applies_before_the_store_and_cannot_change_after_start() {
-    let sim = SimServer::new(sim_config(50, 11)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 50, 11)).unwrap();
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer
         .set_transform(|o: Arc<Object>| {
@@ -403,13 +388,8 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
 async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_version() {
     use k8s_pb::api::core::v1::Pod;
 
-    let sim = SimServer::new(sim_config(200, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let sim = SimServer::new(flood_config("etcd", 200, 11)).unwrap();
+    let informer = synced_informer(&sim).await;
     let lister = informer.lister();
     let all = lister.list();
     assert_eq!(all.len(), 200);
@@ -493,13 +473,8 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
     use informer::store::{LABELS_INDEX, StoreError, labels_index_func};
     use k8s_pb::api::core::v1::Pod;
 
-    let sim = SimServer::new(sim_config(150, 11)).unwrap();
-    let informer = Informer::new(sim.clone(), InformerConfig::default());
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let sim = SimServer::new(flood_config("etcd", 150, 11)).unwrap();
+    let informer = synced_informer(&sim).await;
     informer
         .add_indexers([(LABELS_INDEX.to_owned(), labels_index_func())])
         .unwrap();
@@ -706,15 +681,10 @@ proptest::proptest! {
 /// must come with the list itself. Many short-lived informers make that interleaving likely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synced_store_reflects_the_list_resource_version() {
-    let sim = SimServer::new(sim_config(20, 3)).unwrap();
+    let sim = SimServer::new(flood_config("etcd", 20, 3)).unwrap();
     let listed = sim.resource_version();
     for i in 0..200 {
-        let informer = Informer::new(sim.clone(), InformerConfig::default());
-        informer.start(&tokio::runtime::Handle::current());
-        informer
-            .wait_for_cache_sync(Duration::from_secs(30))
-            .await
-            .unwrap();
+        let informer = synced_informer(&sim).await;
         let rv = informer.store().resource_version();
         tokio::task::block_in_place(|| informer.shutdown());
         assert_eq!(rv, listed, "round {i}: synced at resourceVersion {rv}");

@@ -3,45 +3,24 @@
 //! makes it relist. At the end its store holds exactly the server's objects.
 
 mod support;
+mod views;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube_runtime::{WatchStreamExt, reflector, watcher};
-use support::{Versions, eventually, sim, start};
+use support::{eventually, runtime, sim, start};
+use views::{ViewMap, meta_view};
 
-fn versions(store: &reflector::Store<Pod>) -> Versions {
-    store
-        .state()
-        .iter()
-        .map(|p| {
-            let m = &p.metadata;
-            let key = format!(
-                "{}/{}",
-                m.namespace.as_deref().unwrap_or(""),
-                m.name.as_deref().unwrap_or("")
-            );
-            (
-                informer::object::ObjectKey::from_raw(&key),
-                (
-                    m.uid.clone().unwrap_or_default(),
-                    m.resource_version.clone().unwrap_or_default(),
-                ),
-            )
-        })
-        .collect::<BTreeMap<_, _>>()
+fn versions(store: &reflector::Store<Pod>) -> ViewMap {
+    meta_view(store.state().iter().map(|p| &p.metadata))
 }
 
 #[test]
 fn kube_runtime_reflector_matches_the_server_after_relists() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     // A 200-event window under 8 000-event bursts: kube-rs's watches expire (ERROR 410) and
     // it relists; small pages exercise its paginated lists.
     let sim = sim("head", |c| {

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support::{sim, start};
+use support::{runtime, sim, start};
 
 /// The kubectl binary, or `None` (with the reason printed) when there is none.
 fn kubectl() -> Option<std::path::PathBuf> {
@@ -44,11 +44,7 @@ fn empty_kubeconfig(tag: &str) -> std::path::PathBuf {
 #[test]
 fn kubectl_get_pods_json_lists_the_servers_pods() {
     let Some(kubectl) = kubectl() else { return };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let sim = sim("head", |c| c.initial_objects(120).target_objects(120));
     let server = rt.block_on(start(&sim));
     let kc = empty_kubeconfig("get");
@@ -97,11 +93,7 @@ fn kubectl_get_pods_json_lists_the_servers_pods() {
 #[test]
 fn kubectl_watch_prints_events_as_they_happen() {
     let Some(kubectl) = kubectl() else { return };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let sim = sim("head", |c| c.initial_objects(10).target_objects(10));
     let server = rt.block_on(start(&sim));
     let kc = empty_kubeconfig("watch");

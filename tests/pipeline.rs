@@ -2,112 +2,35 @@
 //! distributor → handlers, on real fixture bytes, in both encodings, through relists and bad
 //! bytes. Every test ends by comparing the store and each handler's view with the server's truth.
 
-use std::collections::BTreeMap;
+mod common;
+mod support;
+mod views;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::start_informer;
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::object::{Object, ObjectKey};
+use informer::{HandlerOptions, Informer, InformerConfig};
+use informer::object::Object;
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
-use informer::sim::{FloodMix, SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
-use informer::{HandlerOptions, Informer, InformerConfig};
-
-type ViewMap = BTreeMap<ObjectKey, (String, String)>;
-
-/// What a handler learned, plus counters of what it was told.
-#[derive(Default)]
-struct View {
-    objects: ViewMap,
-    adds: usize,
-    initial_adds: usize,
-    updates: usize,
-    deletes: usize,
-    tombstones: usize,
-}
-
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<View>>);
-
-fn version(o: &Object) -> (String, String) {
-    (o.uid().to_owned(), o.resource_version().to_owned())
-}
-
-impl EventHandler for Recorder {
-    fn on_add(&mut self, obj: &Arc<Object>, is_in_initial_list: bool) {
-        let mut v = self.0.lock().unwrap();
-        v.adds += 1;
-        v.initial_adds += usize::from(is_in_initial_list);
-        let prev = v.objects.insert(obj.key(), version(obj));
-        assert!(
-            prev.is_none(),
-            "add of {} which the handler already had",
-            obj.key()
-        );
-    }
-    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
-        let mut v = self.0.lock().unwrap();
-        v.updates += 1;
-        assert_eq!(old.key(), new.key());
-        let prev = v.objects.insert(new.key(), version(new));
-        assert_eq!(
-            prev,
-            Some(version(old)),
-            "update's old state is what the handler had"
-        );
-    }
-    fn on_delete(&mut self, obj: &DeltaObject) {
-        let mut v = self.0.lock().unwrap();
-        v.deletes += 1;
-        v.tombstones += usize::from(obj.is_tombstone());
-        assert!(
-            v.objects.remove(&obj.key()).is_some(),
-            "delete of unknown {}",
-            obj.key()
-        );
-    }
-}
-
-fn templates(name: &str) -> Templates {
-    let dir = default_fixtures_dir().unwrap();
-    match name {
-        "head" => Templates::head_pod(&dir),
-        "etcd" => Templates::etcd_pod(&dir),
-        "json" => Templates::openshift_json(&dir),
-        _ => Templates::protobuf_pods(&dir),
-    }
-    .unwrap()
-}
+use informer::sim::{SimServer, SimWatch};
+use support::flood_config;
+use views::{Recorder, store_view};
 
 fn sim(template: &str, objects: usize, window: usize, flow_control: bool) -> SimServer {
     SimServer::new(
-        SimConfig::new(templates(template))
-            .seed(7)
-            .initial_objects(objects)
-            .mix(FloodMix {
-                target_objects: objects,
-                create: 10,
-                update: 70,
-                delete: 20,
-            })
+        flood_config(template, objects, 7)
             .history_window(window)
             .flow_control(flow_control),
     )
     .unwrap()
-}
-
-fn store_view(informer: &Informer<impl ListerWatcher>) -> ViewMap {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| (k.clone(), version(o)))
-        .collect()
 }
 
 /// Waits until the store reflects the server's last change and every handler has handled
@@ -137,23 +60,15 @@ async fn assert_converged<L: ListerWatcher>(
         panic!("store != truth: {d}");
     }
     for (i, v) in views.iter().enumerate() {
-        let objects = v.0.lock().unwrap().objects.clone();
-        if let Some(d) = truth.diff(&objects) {
+        v.assert_exact(&format!("handler {i}"));
+        if let Some(d) = truth.diff(&v.objects()) {
             panic!("handler {i} != truth: {d}");
         }
     }
 }
 
 fn start<L: ListerWatcher>(lw: L, handlers: usize) -> (Informer<L>, Vec<Recorder>) {
-    let informer = Informer::new(lw, InformerConfig::default());
-    let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
-    for (i, v) in views.iter().enumerate() {
-        informer
-            .add_event_handler(v.clone(), HandlerOptions::new().name(format!("h{i}")))
-            .unwrap();
-    }
-    informer.start(&tokio::runtime::Handle::current());
-    (informer, views)
+    start_informer(lw, ReflectorConfig::default(), handlers)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,8 +170,8 @@ async fn late_handler_gets_the_cache_then_live_events() {
     assert_converged(&sim, &informer, &all).await;
     assert!(reg.has_synced());
     let v = late.0.lock().unwrap();
-    // Every object cached at registration came as an initial add; nothing was doubled (the
-    // recorder asserts an add never hits a key it already has).
+    // Every object cached at registration came as an initial add; nothing was doubled
+    // (assert_converged checks that no add hit a key the handler had).
     assert_eq!(v.initial_adds, cached);
     drop(v);
     informer.shutdown();

@@ -4,39 +4,33 @@
 //! with disconnects ends with exactly the server's objects. Paused tokio time, seeded.
 
 mod common;
+mod support;
+mod views;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, Seen, ViewMap, templates, version, wait_converged, wait_frozen};
+use common::{churn, churn_reflector, start_informer_with, wait_converged, wait_frozen};
 use informer::fifo::{DeltaFifo, DeltaObject, DeltaType, FifoKind};
 use informer::object::{Object, ObjectKey};
-use informer::reflector::{BackoffConfig, ListerWatcher, ReflectorConfig};
+use informer::reflector::{ListerWatcher, ReflectorConfig};
 use informer::sim::{Fault, SimConfig, SimServer, StreamFault};
 use informer::{EventHandler, HandlerOptions, Informer, InformerConfig, Store};
+use support::templates;
+use views::{Recorder, Seen, ViewMap, view_of};
 
 fn start<L: ListerWatcher>(
     lw: L,
     reflector: ReflectorConfig,
     handlers: usize,
 ) -> (Informer<L>, Vec<Recorder>) {
-    let informer = Informer::new(
-        lw,
-        InformerConfig {
-            reflector,
-            fifo: FifoKind::RealFifo,
-            ..Default::default()
-        },
-    );
-    let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
-    for v in &views {
-        informer
-            .add_event_handler(v.clone(), HandlerOptions::new())
-            .unwrap();
-    }
-    informer.start(&tokio::runtime::Handle::current());
-    (informer, views)
+    let config = InformerConfig {
+        reflector,
+        fifo: FifoKind::RealFifo,
+        ..Default::default()
+    };
+    start_informer_with(lw, config, handlers)
 }
 
 fn reflector() -> ReflectorConfig {
@@ -56,13 +50,7 @@ impl StoreAtFirstNotification {
         let mut armed = self.armed.lock().unwrap();
         if *armed {
             *armed = false;
-            let view = self
-                .store
-                .snapshot()
-                .iter()
-                .map(|(k, o)| (k.clone(), version(o)))
-                .collect();
-            *self.seen.lock().unwrap() = Some(view);
+            *self.seen.lock().unwrap() = Some(view_of(self.store.snapshot().iter()));
         }
     }
 }
@@ -204,51 +192,26 @@ async fn churn_with_disconnects_ends_with_exactly_the_servers_objects() {
             .history_window(300),
     )
     .unwrap();
-    let config = reflector()
-        .min_watch_timeout(Duration::from_secs(2))
-        .backoff(BackoffConfig {
-            initial: Duration::from_millis(50),
-            max: Duration::from_millis(400),
-            ..Default::default()
-        });
-    let (informer, views) = start(sim.clone(), config, 2);
+    let (informer, views) = start(sim.clone(), churn_reflector(reflector()), 2);
     wait_frozen("synced", || informer.has_synced()).await;
     let mut rng = fastrand::Rng::with_seed(43);
-    let names: Vec<String> = (0..100).map(|i| format!("key-{i:02}")).collect();
-    let mut live: Vec<Option<ObjectKey>> = vec![None; 100];
     let kinds = [
         StreamFault::Reset,
         StreamFault::Expired,
         StreamFault::Close,
         StreamFault::Corrupt,
     ];
-    for event in 1..=6_000u64 {
-        let i = rng.usize(0..100);
-        match &live[i] {
-            None => live[i] = Some(sim.create("churn", &names[i]).unwrap().key()),
-            Some(k) if rng.u8(0..10) < 6 => {
-                sim.delete(k).unwrap();
-                live[i] = None;
-            }
-            Some(k) => {
-                sim.update(k).unwrap();
-            }
-        }
-        if event % 300 == 0 {
-            sim.inject(Fault::Stream {
-                after_events: rng.u64(0..20),
-                action: kinds[(event / 300) as usize % kinds.len()],
-            });
-        }
-        if event % 50 == 0 {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
+    let live = churn(&sim, &mut rng, 6_000, 6, |event, rng| {
+        (event % 300 == 0).then(|| Fault::Stream {
+            after_events: rng.u64(0..20),
+            action: kinds[(event / 300) as usize % kinds.len()],
+        })
+    })
+    .await;
     wait_converged(&sim, &informer, &views).await;
-    let expected: BTreeSet<&ObjectKey> = live.iter().flatten().collect();
     assert_eq!(
-        sim.truth().objects.keys().collect::<BTreeSet<_>>(),
-        expected
+        sim.truth().objects.keys().cloned().collect::<BTreeSet<_>>(),
+        live
     );
     assert!(informer.reflector_metrics().unwrap().snapshot().relists >= 5);
     informer.shutdown();

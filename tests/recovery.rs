@@ -4,18 +4,23 @@
 //! tokio time, deterministic from the seeds.
 
 mod common;
+mod support;
+mod views;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    Seen, start_informer, templates, wait_converged, wait_converged_frozen, wait_frozen, wait_until,
+    churn, churn_reflector, start_informer, wait_converged, wait_converged_frozen, wait_frozen,
+    wait_until,
 };
 use informer::fifo::{DeltaFifo, DeltaType};
 use informer::object::{Object, ObjectKey};
-use informer::reflector::{BackoffConfig, Reflector, ReflectorConfig};
+use informer::reflector::{Reflector, ReflectorConfig};
 use informer::sim::{Fault, SimConfig, SimServer, StreamFault};
+use support::templates;
+use views::{Seen, view_of};
 
 fn reflector() -> ReflectorConfig {
     ReflectorConfig::default().seed(Some(17))
@@ -182,14 +187,8 @@ async fn a_relist_delivers_unchanged_objects_as_syncs_and_changed_ones_as_update
             }
         })
     };
-    let versions = |known: &Mutex<BTreeMap<ObjectKey, Arc<Object>>>| {
-        known
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, o)| (k.clone(), common::version(o)))
-            .collect::<common::ViewMap>()
-    };
+    let versions =
+        |known: &Mutex<BTreeMap<ObjectKey, Arc<Object>>>| view_of(known.lock().unwrap().iter());
     wait_until("synced", || sim.truth().diff(&versions(&known)).is_none()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     classes.lock().unwrap().clear();
@@ -259,23 +258,11 @@ async fn churn_on_100_keys_with_disconnects_ends_with_exactly_the_servers_object
             .history_window(400),
     )
     .unwrap();
-    // Short watch timeouts so a stalled watch is broken within the run, and a short backoff so
-    // the reflector is back between two disconnects (client-go's grows past the gap between
-    // them, and faults would wait for a watch instead of breaking one).
-    let config = reflector()
-        .min_watch_timeout(Duration::from_secs(2))
-        .backoff(BackoffConfig {
-            initial: Duration::from_millis(50),
-            max: Duration::from_millis(400),
-            ..Default::default()
-        });
-    let (informer, views) = start_informer(sim.clone(), config, 2);
+    let (informer, views) = start_informer(sim.clone(), churn_reflector(reflector()), 2);
     // Synced without letting tokio time pass: from here the reflector's run depends only on
     // the seeds, not on how fast the processing thread is.
     wait_frozen("synced", || informer.has_synced()).await;
     let mut rng = fastrand::Rng::with_seed(41);
-    let names: Vec<String> = (0..100).map(|i| format!("key-{i:02}")).collect();
-    let mut live: Vec<Option<ObjectKey>> = vec![None; 100];
     let kinds = [
         StreamFault::Reset,
         StreamFault::Close,
@@ -285,32 +272,19 @@ async fn churn_on_100_keys_with_disconnects_ends_with_exactly_the_servers_object
     ];
     let mut next_disconnect = rng.u64(200..=400);
     let mut disconnects = 0;
-    for event in 1..=10_000u64 {
-        let i = rng.usize(0..100);
-        match &live[i] {
-            None => live[i] = Some(sim.create("churn", &names[i]).unwrap().key()),
-            Some(k) if rng.u8(0..10) < 7 => {
-                sim.delete(k).unwrap();
-                live[i] = None;
-            }
-            Some(k) => {
-                sim.update(k).unwrap();
-            }
+    let live = churn(&sim, &mut rng, 10_000, 7, |event, rng| {
+        if event != next_disconnect {
+            return None;
         }
-        if event == next_disconnect {
-            sim.inject(stream(rng.u64(0..20), kinds[disconnects % kinds.len()]));
-            disconnects += 1;
-            next_disconnect += rng.u64(200..=400);
-        }
-        if event % 50 == 0 {
-            // Let the informer run for a while (250 ms of tokio time).
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
+        let fault = stream(rng.u64(0..20), kinds[disconnects % kinds.len()]);
+        disconnects += 1;
+        next_disconnect += rng.u64(200..=400);
+        Some(fault)
+    })
+    .await;
     wait_converged(&sim, &informer, &views).await;
     let truth = sim.truth();
-    let expected: BTreeSet<&ObjectKey> = live.iter().flatten().collect();
-    assert_eq!(truth.objects.keys().collect::<BTreeSet<_>>(), expected);
+    assert_eq!(truth.objects.keys().cloned().collect::<BTreeSet<_>>(), live);
     let m = informer.reflector_metrics().unwrap().snapshot();
     let fired = sim.stats().faults_fired;
     assert!(disconnects >= 25, "{disconnects} disconnects");

@@ -3,19 +3,22 @@
 //! asked for (resourceVersions, timing) and that what it delivered equals the server's state.
 
 mod common;
+mod support;
+mod views;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Call, SlowPages, run_reflector, templates, wait_mirror_converged, wait_until};
+use common::{Call, SlowPages, run_reflector, wait_mirror_converged, wait_until};
 use informer::object::{GroupVersionKind, WatchFormat, encode_list_protobuf};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
 use informer::sim::{ErrorAnswer, Fault, SimConfig, SimRequest, SimServer, StreamFault};
+use support::{list_requests, templates};
 
 /// A server of `objects` etcd Pods whose resourceVersion is `rv` once they exist.
 fn sim_at(rv: u64, objects: usize) -> SimServer {
@@ -220,14 +223,7 @@ async fn an_expired_continue_token_falls_back_to_one_full_list() {
     };
     let r = run_reflector(slow, config());
     wait_mirror_converged(&sim, &r).await;
-    let pages: Vec<(Option<u32>, bool, i32)> = sim
-        .requests()
-        .iter()
-        .filter_map(|q| {
-            q.list()
-                .map(|o| (o.limit, o.continue_token.is_some(), q.code()))
-        })
-        .collect();
+    let pages = list_requests(&sim);
     // Page 1, page 2 with an expired token (410), then one unpaginated list at "0".
     assert_eq!(
         pages,

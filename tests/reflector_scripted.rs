@@ -3,6 +3,7 @@
 //! (bookmarks older than the last version, ERROR 429 events with Retry-After, …).
 
 mod common;
+mod views;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

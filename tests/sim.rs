@@ -3,6 +3,8 @@
 //! determinism. Watch streams are decoded with the real `WatchDecoder`, lists with
 //! `decode_list`.
 
+mod views;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use informer::object::{
 };
 use informer::reflector::{ApiError, Body, ListOptions, ListerWatcher, WatchOptions};
 use informer::sim::{SimConfig, SimServer, SimWatch, Templates, default_fixtures_dir};
+use views::{ViewMap, items_view, version};
 
 fn head() -> Templates {
     Templates::head_pod(&default_fixtures_dir().unwrap()).unwrap()
@@ -109,11 +112,11 @@ fn api_status(e: ApiError) -> informer::object::ApiStatus {
     }
 }
 
-/// Applies change events to a key → (uid, rv) map.
-fn apply(view: &mut BTreeMap<ObjectKey, (String, String)>, events: &[WatchEvent]) {
+/// Applies change events to a view.
+fn apply(view: &mut ViewMap, events: &[WatchEvent]) {
     for e in events {
         let o = e.object().unwrap();
-        let v = (o.uid().to_owned(), o.resource_version().to_owned());
+        let v = version(o);
         match e {
             WatchEvent::Added(_) | WatchEvent::Modified(_) => {
                 view.insert(o.key(), v);
@@ -243,10 +246,7 @@ async fn list_pages_are_one_consistent_snapshot() {
             assert_eq!(list.list_gvk.kind, "PodList");
             assert_eq!(list.resource_version, truth.resource_version.to_string());
             for o in &list.items {
-                let prev = seen.insert(
-                    o.key(),
-                    (o.uid().to_owned(), o.resource_version().to_owned()),
-                );
+                let prev = seen.insert(o.key(), version(o));
                 assert!(prev.is_none(), "{what}: {} listed twice", o.key());
             }
             if list.continue_token.is_empty() {
@@ -317,17 +317,7 @@ async fn unpaginated_and_exact_lists() {
         .unwrap(),
     )
     .unwrap();
-    let got: BTreeMap<_, _> = exact
-        .items
-        .iter()
-        .map(|o| {
-            (
-                o.key(),
-                (o.uid().to_owned(), o.resource_version().to_owned()),
-            )
-        })
-        .collect();
-    assert_eq!(got, then.versions());
+    assert_eq!(items_view(&exact.items), then.versions());
     assert_eq!(exact.resource_version, then.resource_version.to_string());
     // NotOlderThan an old version: the current state.
     let newer = decode_list(
@@ -806,7 +796,7 @@ async fn lossless_flood_to_two_watchers_on_two_threads() {
 }
 
 /// The state at `rv`, through an exact list.
-async fn sim_initial(sim: &SimServer, rv: u64) -> BTreeMap<ObjectKey, (String, String)> {
+async fn sim_initial(sim: &SimServer, rv: u64) -> ViewMap {
     let l = decode_list(
         sim.list(&ListOptions {
             resource_version: Some(rv.to_string()),
@@ -817,15 +807,7 @@ async fn sim_initial(sim: &SimServer, rv: u64) -> BTreeMap<ObjectKey, (String, S
         .unwrap(),
     )
     .unwrap();
-    l.items
-        .iter()
-        .map(|o| {
-            (
-                o.key(),
-                (o.uid().to_owned(), o.resource_version().to_owned()),
-            )
-        })
-        .collect()
+    items_view(&l.items)
 }
 
 #[tokio::test]

@@ -2,18 +2,18 @@
 //! the real decoders), that one-shot faults fire once and in order, the request log, and that
 //! everything stays deterministic for a seed.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::templates;
 use informer::object::{DecodeError, WatchDecoder, WatchEvent, WatchFormat, decode_list};
 use informer::reflector::{
     ApiError, Body, ListOptions, ListerWatcher, TransportErrorKind, WatchOptions,
     is_too_large_resource_version,
 };
 use informer::sim::{ErrorAnswer, Fault, SimConfig, SimServer, SimWatch, StreamFault};
+use support::templates;
 
 fn sim(template: &str, objects: usize) -> SimServer {
     SimServer::new(

@@ -3,11 +3,13 @@
 //! truncated files are typed errors without panics or unbounded allocation.
 
 mod common;
+mod support;
+mod views;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{start_informer, store_view, templates, wait_converged, wait_until};
+use common::{start_informer, wait_converged, wait_until};
 use informer::reflector::ReflectorConfig;
 use informer::sim::{Fault, FloodMix, SimConfig, SimServer, StreamFault};
 use informer::trace::{
@@ -15,6 +17,8 @@ use informer::trace::{
     TraceReader, TraceRecord, TraceWriter, expected_state_default,
 };
 use prost::Message;
+use support::templates;
+use views::store_view;
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("informer-trace-{}", std::process::id()));

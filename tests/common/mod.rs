@@ -1,41 +1,22 @@
-//! Shared by the reflector, fault and pipeline tests: fixture templates, a recording
-//! [`ReflectorStore`] that mirrors what a reflector delivers, a recording event handler, and
-//! waits that work on paused tokio time.
+//! The paused-time harness of the reflector and informer tests: run, drive and wait on them.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::BTreeMap;
-use std::sync::atomic::AtomicU64;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use informer::distributor::{EventHandler, OverflowPolicy};
-use informer::fifo::DeltaObject;
+use informer::distributor::OverflowPolicy;
+use informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::{
-    ApiError, ListOptions, ListerWatcher, Reflector, ReflectorConfig, ReflectorError,
-    ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions, WatchResponse,
+    ApiError, BackoffConfig, ListOptions, ListerWatcher, Reflector, ReflectorConfig,
+    ReflectorError, ReflectorMetrics, ReflectorStore, StoreClosed, WatchChange, WatchOptions,
+    WatchResponse,
 };
-use informer::sim::{SimServer, SimWatch, Templates, default_fixtures_dir};
-use informer::{HandlerOptions, Informer, InformerConfig};
+use informer::sim::{Fault, SimServer, SimWatch};
 
-/// `key → (uid, resourceVersion)`: what a view of the objects is compared on.
-pub type ViewMap = BTreeMap<ObjectKey, (String, String)>;
-
-pub fn version(o: &Object) -> (String, String) {
-    (o.uid().to_owned(), o.resource_version().to_owned())
-}
-
-pub fn templates(name: &str) -> Templates {
-    let dir = default_fixtures_dir().unwrap();
-    match name {
-        "head" => Templates::head_pod(&dir),
-        "etcd" => Templates::etcd_pod(&dir),
-        "json" => Templates::openshift_json(&dir),
-        _ => Templates::protobuf_pods(&dir),
-    }
-    .unwrap()
-}
+use crate::views::{Recorder, ViewMap, items_view, store_view, version};
 
 /// One call the reflector made on its store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,8 +30,6 @@ pub enum Call {
 pub struct MirrorState {
     pub objects: ViewMap,
     pub calls: Vec<Call>,
-    /// Every numeric resourceVersion handed over, in order (replace, each change, bookmark).
-    pub rvs: Vec<u64>,
 }
 
 /// A [`ReflectorStore`] that applies what it is given to a map (the reflector's view of the
@@ -102,12 +81,11 @@ impl Mirror {
 impl ReflectorStore for Mirror {
     fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
         let mut st = self.0.lock().unwrap();
-        st.objects = items.iter().map(|o| (o.key(), version(o))).collect();
+        st.objects = items_view(&items);
         st.calls.push(Call::Replace {
             rv: resource_version.to_owned(),
             items: items.len(),
         });
-        st.rvs.extend(parse_resource_version(resource_version));
         Ok(())
     }
 
@@ -117,8 +95,6 @@ impl ReflectorStore for Mirror {
             changes: changes.len(),
         });
         for c in changes {
-            let o = c.object();
-            st.rvs.extend(parse_resource_version(o.resource_version()));
             match &c {
                 WatchChange::Added(o) | WatchChange::Modified(o) => {
                     st.objects.insert(o.key(), version(o));
@@ -136,7 +112,6 @@ impl ReflectorStore for Mirror {
         st.calls.push(Call::Bookmark {
             rv: resource_version.to_owned(),
         });
-        st.rvs.extend(parse_resource_version(resource_version));
     }
 }
 
@@ -190,10 +165,10 @@ pub fn run_reflector<L: ListerWatcher>(lw: L, config: ReflectorConfig) -> Runnin
 /// tokio time), then doubling to 250 ms (so waiting through minutes of paused time, a watch
 /// timeout say, takes a few hundred polls).
 #[derive(Default)]
-pub struct Poll(u32);
+struct Poll(u32);
 
 impl Poll {
-    pub async fn tick(&mut self) {
+    async fn tick(&mut self) {
         self.0 += 1;
         let ms = if self.0 <= 200 {
             1
@@ -259,117 +234,30 @@ pub async fn wait_mirror_converged(sim: &SimServer, running: &Running) {
     }
 }
 
-// ----- informer-level helpers -------------------------------------------------------------
-
-/// One notification as a handler saw it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Seen {
-    Add {
-        key: ObjectKey,
-        rv: String,
-        initial: bool,
-    },
-    Update {
-        key: ObjectKey,
-        old_rv: String,
-        new_rv: String,
-    },
-    Delete {
-        key: ObjectKey,
-        tombstone: bool,
-    },
-}
-
-/// What a handler learned: its rebuilt view and every notification, in order.
-#[derive(Default)]
-pub struct View {
-    pub objects: ViewMap,
-    pub seen: Vec<Seen>,
-}
-
-/// A handler that rebuilds the objects from its notifications and checks each one against what
-/// it had: an add never hits a key it has, an update's old state is what it had, a delete
-/// removes a key it has.
-#[derive(Clone, Default)]
-pub struct Recorder(pub Arc<Mutex<View>>);
-
-impl Recorder {
-    pub fn objects(&self) -> ViewMap {
-        self.0.lock().unwrap().objects.clone()
-    }
-
-    pub fn seen(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().seen.clone()
-    }
-
-    pub fn clear_seen(&self) {
-        self.0.lock().unwrap().seen.clear();
-    }
-}
-
-impl EventHandler for Recorder {
-    fn on_add(&mut self, obj: &Arc<Object>, is_in_initial_list: bool) {
-        let mut v = self.0.lock().unwrap();
-        let prev = v.objects.insert(obj.key(), version(obj));
-        assert!(prev.is_none(), "add of {} which the handler had", obj.key());
-        v.seen.push(Seen::Add {
-            key: obj.key(),
-            rv: obj.resource_version().to_owned(),
-            initial: is_in_initial_list,
-        });
-    }
-
-    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
-        let mut v = self.0.lock().unwrap();
-        assert_eq!(old.key(), new.key());
-        let prev = v.objects.insert(new.key(), version(new));
-        assert_eq!(
-            prev,
-            Some(version(old)),
-            "update's old state is what the handler had"
-        );
-        v.seen.push(Seen::Update {
-            key: new.key(),
-            old_rv: old.resource_version().to_owned(),
-            new_rv: new.resource_version().to_owned(),
-        });
-    }
-
-    fn on_delete(&mut self, obj: &DeltaObject) {
-        let mut v = self.0.lock().unwrap();
-        let had = v.objects.remove(&obj.key());
-        assert!(had.is_some(), "delete of unknown {}", obj.key());
-        // A tombstone (a deletion found by a relist) carries the last state the handler was
-        // given for that key (client-go `DeletedFinalStateUnknown.Obj`); a watch DELETED event
-        // carries the object's final state, which is newer.
-        if obj.is_tombstone() {
-            assert_eq!(
-                had,
-                Some(version(obj.object())),
-                "tombstone of {} carries the last known object",
-                obj.key()
-            );
-        }
-        v.seen.push(Seen::Delete {
-            key: obj.key(),
-            tombstone: obj.is_tombstone(),
-        });
-    }
-}
-
-/// An informer over `lw` with `handlers` recorders, started on the current runtime.
+/// An informer over `lw` with `handlers` recorders (named `h0`, `h1`, …; unbounded), started
+/// on the current runtime.
 pub fn start_informer<L: ListerWatcher>(
     lw: L,
     reflector: ReflectorConfig,
     handlers: usize,
 ) -> (Informer<L>, Vec<Recorder>) {
-    let informer = Informer::new(
+    start_informer_with(
         lw,
         InformerConfig {
             reflector,
             ..Default::default()
         },
-    );
+        handlers,
+    )
+}
+
+/// As [`start_informer`], with the whole informer config.
+pub fn start_informer_with<L: ListerWatcher>(
+    lw: L,
+    config: InformerConfig,
+    handlers: usize,
+) -> (Informer<L>, Vec<Recorder>) {
+    let informer = Informer::new(lw, config);
     let views: Vec<Recorder> = (0..handlers).map(|_| Recorder::default()).collect();
     for (i, v) in views.iter().enumerate() {
         informer
@@ -385,17 +273,11 @@ pub fn start_informer<L: ListerWatcher>(
     (informer, views)
 }
 
-pub fn store_view<L: ListerWatcher>(informer: &Informer<L>) -> ViewMap {
-    informer
-        .store()
-        .snapshot()
-        .iter()
-        .map(|(k, o)| (k.clone(), version(o)))
-        .collect()
-}
-
 /// `true` when the informer's store and every handler's view equal the server's current
 /// state (handlers flushed first).
+///
+/// # Panics
+/// When a handler saw a contract violation or a stale tombstone ([`Recorder::assert_exact`]).
 pub fn converged<L: ListerWatcher>(
     sim: &SimServer,
     informer: &Informer<L>,
@@ -408,6 +290,9 @@ pub fn converged<L: ListerWatcher>(
         return false;
     }
     informer.flush();
+    for (i, v) in views.iter().enumerate() {
+        v.assert_exact(&format!("handler {i}"));
+    }
     views.iter().all(|v| truth.diff(&v.objects()).is_none())
 }
 
@@ -454,9 +339,54 @@ pub async fn wait_converged<L: ListerWatcher>(
     }
 }
 
-/// A counter shared with a closure.
-pub fn counter() -> Arc<AtomicU64> {
-    Arc::new(AtomicU64::new(0))
+/// `config` for a run of [`churn`]: short watch timeouts (2 s) so a stalled watch is broken
+/// within the run, and a short backoff (50–400 ms) so the reflector is back between two
+/// disconnects (client-go's grows past the gap between them, and faults would wait for a
+/// watch instead of breaking one).
+pub fn churn_reflector(config: ReflectorConfig) -> ReflectorConfig {
+    config
+        .min_watch_timeout(Duration::from_secs(2))
+        .backoff(BackoffConfig {
+            initial: Duration::from_millis(50),
+            max: Duration::from_millis(400),
+            ..Default::default()
+        })
+}
+
+/// `events` random creates, deletes and updates on 100 names in namespace `churn` (a deleted
+/// name comes back with a new uid; a live one is deleted with probability `delete_tenths`/10,
+/// else updated), with `fault(event, rng)` injected when it gives one and 250 ms of tokio time
+/// every 50 events. Returns the keys live at the end.
+pub async fn churn(
+    sim: &SimServer,
+    rng: &mut fastrand::Rng,
+    events: u64,
+    delete_tenths: u8,
+    mut fault: impl FnMut(u64, &mut fastrand::Rng) -> Option<Fault>,
+) -> BTreeSet<ObjectKey> {
+    let names: Vec<String> = (0..100).map(|i| format!("key-{i:02}")).collect();
+    let mut live: Vec<Option<ObjectKey>> = vec![None; 100];
+    for event in 1..=events {
+        let i = rng.usize(0..100);
+        match &live[i] {
+            None => live[i] = Some(sim.create("churn", &names[i]).unwrap().key()),
+            Some(k) if rng.u8(0..10) < delete_tenths => {
+                sim.delete(k).unwrap();
+                live[i] = None;
+            }
+            Some(k) => {
+                sim.update(k).unwrap();
+            }
+        }
+        if let Some(f) = fault(event, rng) {
+            sim.inject(f);
+        }
+        if event % 50 == 0 {
+            // Let the informer run for a while.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    live.into_iter().flatten().collect()
 }
 
 /// The simulator behind a slow link for list pages: every page that continues a list comes

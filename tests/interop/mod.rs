@@ -1,7 +1,4 @@
-//! The Go programs under `interop/` as tests and benches run them: `interop/bin/<name>`, built
-//! by `interop/build.sh <name>` when it is missing or older than its sources (Go's caches make
-//! a rebuild take seconds). A failed build fails the caller: Go is part of the machine, not
-//! optional.
+//! The Go programs under `interop/` (`interop/bin/<name>`), built when missing or stale.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -10,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-/// `interop/bin/<name>` (e.g. `apiserver`, `client-go`), built once per process when missing
-/// or stale.
+/// `interop/bin/<name>` (e.g. `apiserver`, `client-go`), built once per process by
+/// `interop/build.sh <name>` when missing or older than its sources (Go's caches make a
+/// rebuild take seconds). Go is part of the machine, not optional.
 ///
 /// # Panics
 /// When `interop/build.sh` cannot run or fails (its output is in the message).

@@ -1,9 +1,4 @@
-//! A real kube-apiserver with etcd for the tests: `interop/bin/apiserver` (built from the
-//! `k8s.io/kubernetes` module by `interop/build.sh`; built here when missing) run as a child
-//! process, and helpers that write objects through its real API with the `kube` crate.
-//!
-//! A missing Go toolchain, a failed build or a server that does not start fails the test: it
-//! is never a skip.
+//! A real kube-apiserver with etcd for the tests, and helpers that write through its API.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -11,7 +6,6 @@ pub mod fixtures;
 pub mod gate;
 pub mod workloads;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -20,14 +14,12 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use informer::client::ClientOptions;
-use informer::object::ObjectKey;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
-/// `(uid, resourceVersion)` by key: what a cache holds, and what a fresh list says.
-pub type Versions = BTreeMap<ObjectKey, (String, String)>;
-
-/// `interop/bin/apiserver` (built when missing or stale), or `$INFORMER_APISERVER`.
+/// `interop/bin/apiserver` (built from the `k8s.io/kubernetes` module when missing or stale),
+/// or `$INFORMER_APISERVER`. A missing Go toolchain or a failed build fails the test: it is
+/// never a skip.
 pub fn binary() -> PathBuf {
     match std::env::var_os("INFORMER_APISERVER") {
         Some(p) => PathBuf::from(p),
@@ -262,45 +254,6 @@ where
         out.push(r.unwrap().unwrap());
     }
     out
-}
-
-/// `(uid, resourceVersion)` by key of a list's items, from their metadata.
-pub fn versions_of<'a>(metas: impl IntoIterator<Item = &'a ObjectMeta>) -> Versions {
-    metas
-        .into_iter()
-        .map(|m| {
-            (
-                ObjectKey::new(
-                    m.namespace.as_deref().unwrap_or(""),
-                    m.name.as_deref().unwrap(),
-                ),
-                (
-                    m.uid.clone().unwrap_or_default(),
-                    m.resource_version.clone().unwrap_or_default(),
-                ),
-            )
-        })
-        .collect()
-}
-
-/// Where two version maps differ, in a few lines (`None` when equal).
-pub fn diff(expected: &Versions, got: &Versions) -> Option<String> {
-    if expected == got {
-        return None;
-    }
-    let mut lines = vec![format!("{} expected, {} got", expected.len(), got.len())];
-    for (k, v) in expected {
-        match got.get(k) {
-            None => lines.push(format!("missing {k} {v:?}")),
-            Some(g) if g != v => lines.push(format!("{k}: expected {v:?}, got {g:?}")),
-            _ => {}
-        }
-    }
-    for k in got.keys().filter(|k| !expected.contains_key(*k)) {
-        lines.push(format!("extra {k}"));
-    }
-    lines.truncate(12);
-    Some(lines.join("; "))
 }
 
 /// What [`replace_each`] and [`delete_each`] write: any typed or dynamic resource.

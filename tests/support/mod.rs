@@ -1,38 +1,99 @@
-//! Shared by the HTTP tests: a simulated API server on a loopback port, the HEAD Pod templates
-//! with their JSON twin, and a comparison of a client's cache with the server's truth.
+//! The simulated API server as the tests build it: templates, simulators, a loopback server.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use informer::object::{self, Object, ObjectKey};
+use informer::informer::{Informer, InformerConfig};
+use informer::object::{self, Object};
 use informer::server::{ServerConfig, ServerHandle, serve};
-use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
 
-pub(crate) fn fixtures() -> PathBuf {
+pub fn fixtures() -> PathBuf {
     default_fixtures_dir().unwrap()
 }
 
+/// Pod templates by name: `head` (the HEAD Pod, protobuf), `etcd` (a real etcd Pod,
+/// protobuf), `both` (both of them), `json` (OpenShift Pods, JSON).
+///
+/// # Panics
+/// On another name.
+pub fn templates(name: &str) -> Templates {
+    let dir = fixtures();
+    match name {
+        "head" => Templates::head_pod(&dir),
+        "etcd" => Templates::etcd_pod(&dir),
+        "both" => Templates::protobuf_pods(&dir),
+        "json" => Templates::openshift_json(&dir),
+        other => panic!("unknown templates {other}"),
+    }
+    .unwrap()
+}
+
+/// A simulator config over `templates(name)` holding about `objects`, whose floods create, update
+/// and delete (10/70/20).
+pub fn flood_config(name: &str, objects: usize, seed: u64) -> SimConfig {
+    SimConfig::new(templates(name))
+        .seed(seed)
+        .initial_objects(objects)
+        .mix(FloodMix {
+            target_objects: objects,
+            create: 10,
+            update: 70,
+            delete: 20,
+        })
+}
+
+/// A simulator over `templates(name)` (seed 7) shaped by `f`.
+pub fn sim(name: &str, f: impl FnOnce(SimConfig) -> SimConfig) -> SimServer {
+    SimServer::new(f(SimConfig::new(templates(name)).seed(7))).unwrap()
+}
+
+/// A two-thread runtime with time and I/O, for tests that drive servers and clients from
+/// plain `#[test]` code.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An informer (default config) over `sim`, started on the current runtime and synced.
+///
+/// # Panics
+/// When it has not synced within 30 s.
+pub async fn synced_informer(sim: &SimServer) -> Informer<SimServer> {
+    let informer = Informer::new(sim.clone(), InformerConfig::default());
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    informer
+}
+
+/// Every list request `sim` answered, in order: its page size limit, whether it continued a
+/// list, and the answer's status code.
+pub fn list_requests(sim: &SimServer) -> Vec<(Option<u32>, bool, i32)> {
+    sim.requests()
+        .iter()
+        .filter_map(|q| {
+            q.list()
+                .map(|o| (o.limit, o.continue_token.is_some(), q.code()))
+        })
+        .collect()
+}
+
 /// The HEAD Pod's JSON twin (the same object as `core.v1.Pod.pb`).
-pub(crate) fn head_pod_twin() -> Object {
+pub fn head_pod_twin() -> Object {
     let bytes = std::fs::read(fixtures().join("k8s-testdata/HEAD/core.v1.Pod.json")).unwrap();
     object::decode(bytes.into()).unwrap()
 }
 
-/// A simulator over `templates` ("head" protobuf or "openshift" JSON) shaped by `f`.
-pub(crate) fn sim(templates: &str, f: impl FnOnce(SimConfig) -> SimConfig) -> SimServer {
-    let t = match templates {
-        "head" => Templates::head_pod(&fixtures()).unwrap(),
-        "openshift" => Templates::openshift_json(&fixtures()).unwrap(),
-        other => panic!("unknown templates {other}"),
-    };
-    SimServer::new(f(SimConfig::new(t).seed(7))).unwrap()
-}
-
 /// Serves `sim` on 127.0.0.1:0 (with the HEAD Pod twin when its templates are protobuf).
-pub(crate) async fn start(sim: &SimServer) -> ServerHandle {
+pub async fn start(sim: &SimServer) -> ServerHandle {
     let mut config = ServerConfig::default();
     if sim.encoding() == object::Encoding::Protobuf {
         config = config.json_twins(vec![head_pod_twin()]);
@@ -44,7 +105,7 @@ pub(crate) async fn start(sim: &SimServer) -> ServerHandle {
 
 /// Polls `f` every 20 ms until it returns true or `timeout` passes (real time: these tests
 /// talk over sockets). Returns the last result.
-pub(crate) async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if f() {
@@ -56,5 +117,3 @@ pub(crate) async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
-
-pub(crate) type Versions = BTreeMap<ObjectKey, (String, String)>;
