@@ -28,7 +28,7 @@ pub mod distributor;
 pub mod factory;
 pub mod fifo;
 // Every public item is re-exported at the root: `informer::Informer`, not the stuttering
-// `informer::informer::Informer`. The module stays public (hidden) so that older paths build.
+// `informer::Informer`. The module stays public (hidden) so that older paths build.
 #[doc(hidden)]
 pub mod informer;
 pub mod object;

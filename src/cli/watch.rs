@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use informer::client::{ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::informer::{HandlerOptions, Informer, InformerConfig};
+use informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Object;
 use informer::reflector::ReflectorConfig;
 
@@ -208,7 +208,7 @@ struct Summary {
 impl Summary {
     fn take<L: informer::reflector::ListerWatcher>(
         informer: &Informer<L>,
-        registration: &informer::informer::Registration,
+        registration: &informer::Registration,
     ) -> Self {
         let snap = informer.store().snapshot();
         let mut per_ns = BTreeMap::new();

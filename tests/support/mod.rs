@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use informer::informer::{Informer, InformerConfig};
+use informer::{Informer, InformerConfig};
 use informer::object::{self, Object};
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use informer::distributor::OverflowPolicy;
 use informer::fifo::FifoKind;
-use informer::informer::InformerConfig;
+use informer::InformerConfig;
 use informer::reflector::ReflectorConfig;
 use informer::store::StoreConfig;
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use informer::informer::Informer;
+use informer::Informer;
 use informer::reflector::ListerWatcher;
 use informer::sim::{ErrorAnswer, Fault, SimServer, SimStats, StreamFault};
 

@@ -16,7 +16,7 @@ mod wait;
 
 use std::sync::Arc;
 
-use informer::informer::{Informer, InformerConfig};
+use informer::{Informer, InformerConfig};
 use informer::reflector::ListerWatcher;
 use informer::trace::{RecordingListerWatcher, TraceWriter};
 

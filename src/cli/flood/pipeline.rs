@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use informer::informer::Informer;
+use informer::Informer;
 use informer::reflector::ListerWatcher;
 use informer::sim::Truth;
 use informer::trace::TraceWriter;

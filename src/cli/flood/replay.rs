@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use informer::informer::{Informer, InformerConfig};
+use informer::{Informer, InformerConfig};
 use informer::object::DEFAULT_FRAME_LIMIT;
 use informer::reflector::ReflectorConfig;
 use informer::store::StoreConfig;

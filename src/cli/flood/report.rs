@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use informer::informer::Informer;
+use informer::Informer;
 use informer::reflector::ListerWatcher;
 use serde::{Serialize, Serializer};
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
-use informer::informer::{HandlerOptions, Informer};
+use informer::{HandlerOptions, Informer};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::ListerWatcher;
 use informer::sim::diff_views;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use informer::informer::Informer;
+use informer::Informer;
 use informer::reflector::ListerWatcher;
 use informer::sim::SimStats;
 
