@@ -30,6 +30,7 @@ struct Plan {
 }
 
 impl Plan {
+    /// `--events` (default 500 000), or no bound with `--duration`.
     fn new(args: &FloodArgs) -> Self {
         let limit = match (args.events, args.duration) {
             (Some(n), _) => n,
