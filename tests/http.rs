@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
-use informer::{Informer, InformerConfig};
 use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_list};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
 use informer::sim::SimServer;
+use informer::{Informer, InformerConfig};
 use support::{eventually, runtime, sim, start};
 use views::{ViewMap, store_view};
 

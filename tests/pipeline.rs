@@ -14,13 +14,13 @@ use bytes::Bytes;
 use common::start_informer;
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Object;
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
     WatchResponse,
 };
 use informer::sim::{SimServer, SimWatch};
+use informer::{HandlerOptions, Informer, InformerConfig};
 use support::flood_config;
 use views::{Recorder, store_view};
 

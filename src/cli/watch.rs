@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use informer::client::{ClientOptions, HttpListerWatcher, discover};
 use informer::distributor::{EventHandler, OverflowPolicy};
 use informer::fifo::DeltaObject;
-use informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::Object;
 use informer::reflector::ReflectorConfig;
+use informer::{HandlerOptions, Informer, InformerConfig};
 
 /// Arguments of `informer watch`.
 #[derive(Debug, clap::Args)]

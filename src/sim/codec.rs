@@ -21,40 +21,17 @@ use bytes::Bytes;
 use super::Templates;
 use crate::object::{
     DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMap, WatchEventType,
-    encode_envelope, encode_object_meta,
+    encode_envelope, encode_object_meta, varint,
 };
 
 /// The label the flood generator changes on updates; kept apart so an update re-encodes one
 /// label only.
 pub(crate) const VERSION_LABEL: &str = "version";
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-fn read_varint(b: &[u8]) -> Option<(u64, usize)> {
-    let mut v = 0u64;
-    for (i, &byte) in b.iter().enumerate().take(10) {
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte < 0x80 {
-            return Some((v, i + 1));
-        }
-    }
-    None
-}
-
 /// Appends a length-delimited protobuf field.
 fn put_len_field(out: &mut Vec<u8>, field: u8, data: &[u8]) {
     out.push((field << 3) | 2);
-    put_varint(out, data.len() as u64);
+    varint::put(out, data.len() as u64);
     out.extend_from_slice(data);
 }
 
@@ -89,7 +66,7 @@ impl Codec {
             Encoding::Protobuf => {
                 let e = encode_envelope(&gvk, &[]);
                 // MAGIC, field 1 (TypeMeta), then `12 00` (empty raw), then the tail.
-                let (tm_len, n) = read_varint(&e[5..]).ok_or(DecodeError::Missing {
+                let (tm_len, n) = varint::read(&e[5..]).ok().ok_or(DecodeError::Missing {
                     what: "envelope type meta",
                     offset: 5,
                 })?;
@@ -112,7 +89,7 @@ impl Codec {
                 Encoding::Protobuf => {
                     // with_meta writes field 1 first, then every other field verbatim.
                     let raw = t.with_meta(ObjectMeta::default())?.raw().clone();
-                    let (len, n) = read_varint(&raw[1..]).ok_or(DecodeError::Missing {
+                    let (len, n) = varint::read(&raw[1..]).ok().ok_or(DecodeError::Missing {
                         what: "template metadata",
                         offset: 1,
                     })?;
@@ -190,10 +167,13 @@ impl Codec {
     fn put_label(&self, out: &mut Vec<u8>, k: &str, v: &str) {
         match self.encoding {
             Encoding::Protobuf => {
-                let entry_len =
-                    2 + varint_len(k.len() as u64) + k.len() + varint_len(v.len() as u64) + v.len();
+                let entry_len = 2
+                    + varint::len(k.len() as u64)
+                    + k.len()
+                    + varint::len(v.len() as u64)
+                    + v.len();
                 out.push((11 << 3) | 2);
-                put_varint(out, entry_len as u64);
+                varint::put(out, entry_len as u64);
                 put_len_field(out, 1, k.as_bytes());
                 put_len_field(out, 2, v.as_bytes());
             }
@@ -214,7 +194,7 @@ impl Codec {
             Encoding::Protobuf => {
                 put_len_field(&mut out, 6, rv.as_bytes());
                 out.push(7 << 3);
-                put_varint(&mut out, d.generation as u64);
+                varint::put(&mut out, d.generation as u64);
                 out.extend_from_slice(d.labels);
                 if let Some(v) = d.version {
                     self.put_label(&mut out, VERSION_LABEL, v);
@@ -253,15 +233,15 @@ impl Codec {
         match self.encoding {
             Encoding::Protobuf => {
                 let meta_len = static_meta.len() + dynamic.len();
-                let raw_len = 1 + varint_len(meta_len as u64) + meta_len + rest.len();
+                let raw_len = 1 + varint::len(meta_len as u64) + meta_len + rest.len();
                 let wire_len =
-                    self.head.len() + 1 + varint_len(raw_len as u64) + raw_len + self.tail.len();
+                    self.head.len() + 1 + varint::len(raw_len as u64) + raw_len + self.tail.len();
                 self.wrap_with(kind, wire_len, |out| {
                     out.extend_from_slice(&self.head);
                     out.push(0x12);
-                    put_varint(out, raw_len as u64);
+                    varint::put(out, raw_len as u64);
                     out.push(0x0a);
-                    put_varint(out, meta_len as u64);
+                    varint::put(out, meta_len as u64);
                     out.extend_from_slice(static_meta);
                     out.extend_from_slice(&dynamic);
                     out.extend_from_slice(rest);
@@ -310,20 +290,20 @@ impl Codec {
         let start;
         match self.encoding {
             Encoding::Protobuf => {
-                let ext_len = 1 + varint_len(wire_len as u64) + wire_len;
+                let ext_len = 1 + varint::len(wire_len as u64) + wire_len;
                 let msg_len = 1
-                    + varint_len(t.len() as u64)
+                    + varint::len(t.len() as u64)
                     + t.len()
                     + 1
-                    + varint_len(ext_len as u64)
+                    + varint::len(ext_len as u64)
                     + ext_len;
                 out = Vec::with_capacity(4 + msg_len);
                 out.extend_from_slice(&(msg_len as u32).to_be_bytes());
                 put_len_field(&mut out, 1, t);
                 out.push(0x12);
-                put_varint(&mut out, ext_len as u64);
+                varint::put(&mut out, ext_len as u64);
                 out.push(0x0a);
-                put_varint(&mut out, wire_len as u64);
+                varint::put(&mut out, wire_len as u64);
                 start = out.len();
                 write(&mut out);
             }

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::object::Encoding;
+use crate::object::{Encoding, varint};
 
 /// Source of padding bytes (zeros for protobuf, spaces for JSON): the padding is sent as
 /// slices of these.
@@ -32,19 +32,19 @@ pub(crate) fn pad_event(encoding: Encoding, event: Bytes, bytes: usize) -> Padde
             let mut pad = 0usize;
             for width in 1..=10usize {
                 let p = bytes.saturating_sub(base + width);
-                if varint_len(p as u64) == width {
+                if varint::len(p as u64) == width {
                     pad = p;
                     break;
                 }
             }
-            let width = varint_len(pad as u64);
+            let width = varint::len(pad as u64);
             let len = payload.len() + 1 + width + pad;
             let len = u32::try_from(len).unwrap_or(u32::MAX);
             let mut head = Vec::with_capacity(4 + base + width);
             head.extend_from_slice(&len.to_be_bytes());
             head.extend_from_slice(payload);
             head.push((15 << 3) | 2);
-            put_varint(&mut head, pad as u64);
+            varint::put(&mut head, pad as u64);
             Padded {
                 head: Bytes::from(head),
                 pad,
@@ -65,16 +65,4 @@ pub(crate) fn pad_event(encoding: Encoding, event: Bytes, bytes: usize) -> Padde
             }
         }
     }
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::distributor::OverflowPolicy;
-use informer::{HandlerOptions, Informer, InformerConfig};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::{
     ApiError, BackoffConfig, ListOptions, ListerWatcher, Reflector, ReflectorConfig,
@@ -15,6 +14,7 @@ use informer::reflector::{
     WatchResponse,
 };
 use informer::sim::{Fault, SimServer, SimWatch};
+use informer::{HandlerOptions, Informer, InformerConfig};
 
 use crate::views::{Recorder, ViewMap, items_view, store_view, version};
 

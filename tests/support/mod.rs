@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use informer::{Informer, InformerConfig};
 use informer::object::{self, Object};
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{FloodMix, SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::{Informer, InformerConfig};
 
 pub fn fixtures() -> PathBuf {
     default_fixtures_dir().unwrap()

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use informer::InformerConfig;
 use informer::distributor::OverflowPolicy;
 use informer::fifo::FifoKind;
-use informer::InformerConfig;
 use informer::reflector::ReflectorConfig;
 use informer::store::StoreConfig;
 

@@ -16,9 +16,9 @@ mod wait;
 
 use std::sync::Arc;
 
-use informer::{Informer, InformerConfig};
 use informer::reflector::ListerWatcher;
 use informer::trace::{RecordingListerWatcher, TraceWriter};
+use informer::{Informer, InformerConfig};
 
 pub(crate) use args::FloodArgs;
 use args::Transport;

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use informer::{Informer, InformerConfig};
 use informer::object::DEFAULT_FRAME_LIMIT;
 use informer::reflector::ReflectorConfig;
 use informer::store::StoreConfig;
 use informer::trace::{ReplayListerWatcher, TraceReader, expected_state};
+use informer::{Informer, InformerConfig};
 
 use super::args::Policy;
 use super::report::{CommonReport, FloodReport, ReplayRun, RunReport};

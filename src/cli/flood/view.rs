@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use informer::distributor::EventHandler;
 use informer::fifo::DeltaObject;
-use informer::{HandlerOptions, Informer};
 use informer::object::{Object, ObjectKey, parse_resource_version};
 use informer::reflector::ListerWatcher;
 use informer::sim::diff_views;
+use informer::{HandlerOptions, Informer};
 
 use super::args::Policy;
 use super::clock::Clock;
