@@ -16,6 +16,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 
+use crate::object::varint::{self, VarintError};
 use crate::object::{
     self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
 };
@@ -203,22 +204,14 @@ fn rest_of(raw: &Bytes) -> Result<Bytes, DecodeError> {
     if raw.first() != Some(&0x0a) {
         return Err(missing);
     }
-    let mut len = 0u64;
-    let mut i = 1;
-    loop {
-        let b = *raw.get(i).ok_or(DecodeError::Truncated {
-            offset: i as u64,
+    let (len, n) = varint::read(&raw[1..]).map_err(|e| match e {
+        VarintError::Truncated => DecodeError::Truncated {
+            offset: raw.len() as u64,
             context: "metadata length",
-        })?;
-        if i > 10 {
-            return Err(DecodeError::BadVarint { offset: 1 });
-        }
-        len |= u64::from(b & 0x7f) << (7 * (i - 1));
-        i += 1;
-        if b < 0x80 {
-            break;
-        }
-    }
+        },
+        VarintError::Overflow => DecodeError::BadVarint { offset: 1 },
+    })?;
+    let i = 1 + n;
     let end = (i as u64).saturating_add(len);
     if end > raw.len() as u64 {
         return Err(DecodeError::Truncated {
