@@ -12,11 +12,13 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 use futures_util::task::AtomicWaker;
 
-use super::Registration;
+use super::options::HandlerOptions;
 use super::typed::TypedLister;
+use super::{Informer, Registration};
+use crate::distributor::AddListenerError;
 use crate::distributor::{Notification, NotificationStream};
 use crate::object::{DecodeError, ObjectKey};
-use crate::reflector::ReflectorError;
+use crate::reflector::{ListerWatcher, ReflectorError};
 
 /// One change seen by an [`EventStream`], its objects typed.
 ///
@@ -250,5 +252,35 @@ impl<K: Send + Sync + 'static> Stream for EventStream<K> {
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+impl<L: ListerWatcher> Informer<L> {
+    /// The informer's changes as a stream of typed [`Event`](Event)s with list/watch errors, the
+    /// shape of kube-runtime's `watcher` (see [`EventStream`]). A handler like any other
+    /// ([`add_stream`](Self::add_stream)), its objects read through `lister` (decoded once
+    /// per object version, shared with every other reader of that lister).
+    ///
+    /// # Errors
+    /// As [`add_stream`](Self::add_stream).
+    ///
+    /// # Examples
+    /// See [`EventStream`]; for a typed informer, [`TypedInformer::events`] passes its own
+    /// lister.
+    ///
+    /// [`TypedInformer::events`]: crate::TypedInformer::events
+    pub fn events<K: Send + Sync + 'static>(
+        &self,
+        lister: TypedLister<K>,
+        options: HandlerOptions,
+    ) -> Result<EventStream<K>, AddListenerError> {
+        let feed = Arc::new(ErrorFeed::default());
+        self.shared
+            .error_feeds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&feed));
+        let (registration, notifications) = self.add_stream(options)?;
+        Ok(EventStream::new(notifications, lister, registration, feed))
     }
 }

@@ -7,9 +7,7 @@ use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::Informer;
-use super::events::{ErrorFeed, EventStream};
 use super::options::{CENTURY, HandlerOptions, normalize_resync};
-use super::typed::TypedLister;
 use crate::distributor::{
     AddListenerError, Distributor, EventHandler, Listener, Marker, Notification,
     NotificationStream, OverflowPolicy,
@@ -119,34 +117,6 @@ impl<L: ListerWatcher> Informer<L> {
             d.add_listener(name, policy, handler).map(|l| (l, ()))
         })
         .map(|(r, ())| r)
-    }
-
-    /// The informer's changes as a stream of typed [`Event`](super::Event)s with list/watch errors, the
-    /// shape of kube-runtime's `watcher` (see [`EventStream`]). A handler like any other
-    /// ([`add_stream`](Self::add_stream)), its objects read through `lister` (decoded once
-    /// per object version, shared with every other reader of that lister).
-    ///
-    /// # Errors
-    /// As [`add_stream`](Self::add_stream).
-    ///
-    /// # Examples
-    /// See [`EventStream`]; for a typed informer, [`TypedInformer::events`] passes its own
-    /// lister.
-    ///
-    /// [`TypedInformer::events`]: crate::TypedInformer::events
-    pub fn events<K: Send + Sync + 'static>(
-        &self,
-        lister: TypedLister<K>,
-        options: HandlerOptions,
-    ) -> Result<EventStream<K>, AddListenerError> {
-        let feed = Arc::new(ErrorFeed::default());
-        self.shared
-            .error_feeds
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::downgrade(&feed));
-        let (registration, notifications) = self.add_stream(options)?;
-        Ok(EventStream::new(notifications, lister, registration, feed))
     }
 
     /// Registers a handler read as an async [`NotificationStream`] (no thread: the task that
