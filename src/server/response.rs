@@ -26,7 +26,6 @@ pub(super) const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;str
 pub(super) const JSON: &str = "application/json";
 
 /// A whole-document response.
-
 pub(super) fn response(
     code: StatusCode,
     content_type: &str,
@@ -45,13 +44,11 @@ pub(super) fn response(
 }
 
 /// A JSON document response.
-
 pub(super) fn json_response(code: StatusCode, v: &Value) -> Response<ResponseBody> {
     response(code, JSON, Bytes::from(v.to_string()))
 }
 
 /// The media type of documents in `enc`.
-
 pub(super) fn content_type(enc: Encoding) -> &'static str {
     match enc {
         Encoding::Protobuf => PROTOBUF,
@@ -99,7 +96,6 @@ pub(crate) struct DropConnection;
 
 /// The response for an error of the simulator: its `Status`; a transport error (the `refused`
 /// fault answer) as a dropped connection; anything else as a 500.
-
 pub(super) fn api_error_response(e: ApiError, enc: Encoding) -> Response<ResponseBody> {
     let s = match e {
         ApiError::Status(s) => s,

@@ -57,7 +57,7 @@ impl ContinueToken {
 
 /// The text whose UTF-8 bytes `hex` spells, two hex digits per byte.
 fn hex_decode(hex: &str) -> Option<String> {
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = hex
