@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hdrhistogram::Histogram;
 use informer::store::{
-    Batch, LABELS_INDEX, NAMESPACE_INDEX, labels_index_func, namespace_index_func,
+    LABELS_INDEX, NAMESPACE_INDEX, WriteBatch, labels_index_func, namespace_index_func,
 };
 use store_baselines::{Candidate, Indexes, ReadSide, Workload, WriteSide};
 
@@ -398,7 +398,7 @@ fn write_parts(c: &mut Criterion) {
         b.iter_custom(|iters| {
             cpu_timed(|| {
                 for _ in 0..iters {
-                    let mut batch = Batch::with_capacity(WRITE_BATCH);
+                    let mut batch = WriteBatch::with_capacity(WRITE_BATCH);
                     for p in pos..pos + WRITE_BATCH {
                         batch.add(w.update(p).1.clone());
                     }
@@ -436,7 +436,7 @@ fn write_parts(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 cpu_timed(|| {
                     for _ in 0..iters {
-                        let mut batch = Batch::with_capacity(WRITE_BATCH);
+                        let mut batch = WriteBatch::with_capacity(WRITE_BATCH);
                         for p in pos..pos + WRITE_BATCH {
                             batch.add(w.update(p).1.clone());
                         }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, OwnerReference};
 use informer::store::{
-    Batch, IndexError, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, StoreConfig,
-    StoreError, UID_INDEX, WaitError, index_func, labels_index_func, owner_uid_index_func, store,
-    uid_index_func,
+    IndexError, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, StoreConfig,
+    StoreError, UID_INDEX, WaitError, WriteBatch, index_func, labels_index_func,
+    owner_uid_index_func, store, uid_index_func,
 };
 
 /// Every test runs against these shard counts.
@@ -60,7 +60,7 @@ fn add_get_update_delete_list() {
         let a = pod("default", "a", "ua", &[]);
         let b = pod("kube-system", "b", "ub", &[]);
         let node = pod("", "node-1", "un", &[]);
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         batch.add(a.clone()).add(b.clone()).add(node.clone());
         batch.set_resource_version(5);
         let prev = w.apply(batch).unwrap();
@@ -82,7 +82,7 @@ fn add_get_update_delete_list() {
 
         // Update returns the old object; delete returns the deleted one; rv never goes back.
         let a2 = pod("default", "a", "ua", &[("v", "2")]);
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         batch
             .update(a2.clone())
             .delete(ObjectKey::new("kube-system", "b"));
@@ -134,7 +134,7 @@ fn resource_version_from_objects_when_batch_has_none() {
         Bytes::new(),
         Encoding::Protobuf,
     ));
-    let mut batch = Batch::new();
+    let mut batch = WriteBatch::new();
     batch.add(o42).add(onum);
     w.apply(batch).unwrap();
     assert_eq!(r.resource_version(), 42);
@@ -148,7 +148,7 @@ fn index_queries_follow_client_go() {
                 .shards(shards)
                 .indexer(LABELS_INDEX, labels_index_func()),
         );
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         batch
             .add(pod("ns", "web-2", "1", &[("app", "web"), ("tier", "fe")]))
             .add(pod("ns", "web-1", "2", &[("app", "web")]))
@@ -245,7 +245,7 @@ fn update_from_a_to_a_b_is_found_under_both() {
                 .indexer("vals", vals_index()),
         );
         w.apply(
-            Batch::new()
+            WriteBatch::new()
                 .add(pod("ns", "x", "1", &[("vals", "a")]))
                 .clone(),
         )
@@ -254,7 +254,7 @@ fn update_from_a_to_a_b_is_found_under_both() {
         assert!(r.by_index("vals", "b").unwrap().is_empty());
 
         w.apply(
-            Batch::new()
+            WriteBatch::new()
                 .update(pod("ns", "x", "1", &[("vals", "a,b")]))
                 .clone(),
         )
@@ -271,7 +271,7 @@ fn update_from_a_to_a_b_is_found_under_both() {
 
         // And back down to ["b"]: "a" is gone from the index altogether.
         w.apply(
-            Batch::new()
+            WriteBatch::new()
                 .update(pod("ns", "x", "1", &[("vals", "b,b")]))
                 .clone(),
         )
@@ -312,7 +312,7 @@ fn index_error_on_second_indexer_rejects_whole_batch() {
         );
         let v1 = pod("ns", "x", "1", &[("vals", "old")]);
         w.apply(
-            Batch::new()
+            WriteBatch::new()
                 .add(v1.clone())
                 .clone()
                 .with_resource_version(7),
@@ -320,7 +320,7 @@ fn index_error_on_second_indexer_rejects_whole_batch() {
         .unwrap();
         let before = r.snapshot();
 
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         batch.add(pod("ns", "other", "2", &[("vals", "new")])); // valid, must not appear
         batch.delete(ObjectKey::new("ns", "x")); // valid, must not happen
         batch.add(pod("ns", "x", "1", &[("vals", "new"), ("bad", "1")]));
@@ -371,13 +371,17 @@ fn uid_cycles(cycles: usize) {
     let (r, mut w) = store(StoreConfig::default().indexer(UID_INDEX, uid_index_func()));
     for i in 0..cycles {
         let uid = format!("uid-{i}");
-        w.apply(Batch::new().add(pod("ns", "churn", &uid, &[])).clone())
+        w.apply(WriteBatch::new().add(pod("ns", "churn", &uid, &[])).clone())
             .unwrap();
         if i % 10_000 == 0 {
             assert_eq!(r.index_keys(UID_INDEX, &uid).unwrap().len(), 1);
         }
-        w.apply(Batch::new().delete(ObjectKey::new("ns", "churn")).clone())
-            .unwrap();
+        w.apply(
+            WriteBatch::new()
+                .delete(ObjectKey::new("ns", "churn"))
+                .clone(),
+        )
+        .unwrap();
     }
     assert!(r.is_empty());
     assert!(r.index_values(UID_INDEX).unwrap().is_empty());
@@ -401,7 +405,7 @@ fn uid_index_does_not_leak_over_a_million_cycles() {
 fn add_indexers_indexes_existing_items() {
     for shards in SHARDS {
         let (r, mut w) = store(StoreConfig::default().shards(shards));
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         for i in 0..50 {
             batch.add(pod(
                 "ns",
@@ -449,8 +453,12 @@ fn add_indexers_indexes_existing_items() {
         assert_eq!(r.snapshot().generation(), gen_before);
         assert_eq!(r.index_names().len(), 3);
         // New writes maintain the new index.
-        w.apply(Batch::new().delete(ObjectKey::new("ns", "p00")).clone())
-            .unwrap();
+        w.apply(
+            WriteBatch::new()
+                .delete(ObjectKey::new("ns", "p00"))
+                .clone(),
+        )
+        .unwrap();
         assert_eq!(r.by_index(LABELS_INDEX, "app=even").unwrap().len(), 24);
     }
 }
@@ -463,7 +471,7 @@ fn replace_swaps_everything_and_bookmark_moves_rv() {
                 .shards(shards)
                 .indexer(LABELS_INDEX, labels_index_func()),
         );
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         batch
             .add(pod("a", "1", "u1", &[("k", "v")]))
             .add(pod("a", "2", "u2", &[("k", "v")]));
@@ -517,7 +525,7 @@ fn replace_swaps_everything_and_bookmark_moves_rv() {
 #[test]
 fn snapshot_iter_and_consistency() {
     let (r, mut w) = store(StoreConfig::default().shards(8));
-    let mut batch = Batch::new();
+    let mut batch = WriteBatch::new();
     for i in 0..100 {
         batch.add(pod("ns", &format!("p{i}"), "", &[]));
     }
@@ -525,7 +533,7 @@ fn snapshot_iter_and_consistency() {
     let snap = r.snapshot();
     assert_eq!(snap.shard_count(), 8);
     w.apply(
-        Batch::new()
+        WriteBatch::new()
             .delete(ObjectKey::new("ns", "p0"))
             .clone()
             .with_resource_version(2),
@@ -563,7 +571,7 @@ async fn wait_for_async() {
     w.bookmark(3);
     tokio::task::yield_now().await;
     assert!(!waiter.is_finished());
-    let mut batch = Batch::new();
+    let mut batch = WriteBatch::new();
     batch.add(pod("ns", "a", "u", &[]));
     w.apply(batch.with_resource_version(7)).unwrap();
     let snap = waiter.await.unwrap().unwrap();
@@ -627,7 +635,7 @@ fn batches_across_shards_are_atomic_for_readers() {
         );
         let names: Vec<String> = (0..KEYS).map(|i| format!("k{i}")).collect();
         // rv 1: the even keys at gen 0 (the state an odd rv describes).
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         for name in names.iter().step_by(2) {
             batch.add(pod("ns", name, "", &[("gen", "0")]));
         }
@@ -674,7 +682,7 @@ fn batches_across_shards_are_atomic_for_readers() {
             })
             .collect();
         for rv in 2..=BATCHES {
-            let mut batch = Batch::with_capacity(KEYS);
+            let mut batch = WriteBatch::with_capacity(KEYS);
             if rv % 2 == 0 {
                 for name in &names {
                     batch.add(pod("ns", name, "", &[("gen", &rv.to_string())]));
@@ -704,7 +712,7 @@ fn held_snapshot_is_stable_and_does_not_block_the_writer() {
                 .shards(shards)
                 .indexer(LABELS_INDEX, labels_index_func()),
         );
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         for i in 0..100 {
             batch.add(pod("ns", &format!("p{i}"), "", &[("gen", "0")]));
         }
@@ -712,7 +720,7 @@ fn held_snapshot_is_stable_and_does_not_block_the_writer() {
         let held = r.snapshot();
         let copies_before = w.buffer_copies();
         for rv in 2..50u64 {
-            let mut batch = Batch::new();
+            let mut batch = WriteBatch::new();
             for i in 0..100 {
                 batch.add(pod("ns", &format!("p{i}"), "", &[("gen", &rv.to_string())]));
             }
@@ -748,7 +756,7 @@ fn held_snapshot_is_stable_and_does_not_block_the_writer() {
 fn large_index_sets_return_every_current_object() {
     for shards in [1, 2, 16, 64, 256, 300] {
         let (r, mut w) = store(StoreConfig::default().shards(shards));
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         for i in 0..100 {
             batch.add(pod(
                 "big",
@@ -759,7 +767,7 @@ fn large_index_sets_return_every_current_object() {
             batch.add(pod("other", &format!("p{i:03}"), &format!("o{i}"), &[]));
         }
         w.apply(batch).unwrap();
-        let mut batch = Batch::new();
+        let mut batch = WriteBatch::new();
         for i in (0..100).step_by(3) {
             batch.add(pod(
                 "big",
@@ -828,7 +836,7 @@ fn large_index_sets_stay_sorted_across_shapes_slot_reuse_and_both_buffers() {
         };
         // Grow to 600 in batches of 50 (sets pass 256: vector -> B-tree).
         for b in 0..12 {
-            let mut batch = Batch::new();
+            let mut batch = WriteBatch::new();
             for i in b * 50..(b + 1) * 50 {
                 let big = i % 3 != 0;
                 batch.add(pod(
@@ -846,7 +854,7 @@ fn large_index_sets_stay_sorted_across_shapes_slot_reuse_and_both_buffers() {
         // copies a buffer instead of replaying into it.
         let mut held = None;
         for b in 0..12 {
-            let mut batch = Batch::new();
+            let mut batch = WriteBatch::new();
             for i in (0..600).filter(|i| i % 10 != 0 && i % 12 == b) {
                 batch.delete(ObjectKey::new("ns", &name(i)));
                 want.remove(&format!("ns/{}", name(i)));
@@ -868,7 +876,7 @@ fn large_index_sets_stay_sorted_across_shapes_slot_reuse_and_both_buffers() {
         drop(held);
         // Refill into the freed slots and check again, twice (both buffers written).
         for round in 0..2 {
-            let mut batch = Batch::new();
+            let mut batch = WriteBatch::new();
             for i in 1000..1100 {
                 let n = format!("q{:04}-{round}", (i * 31) % 100);
                 batch.add(pod("ns", &n, &format!("v{i}"), &[("size", "big")]));
@@ -910,7 +918,7 @@ fn write_that_panics_half_way_is_never_published() {
         .unwrap();
 
     PANIC.store(true, Ordering::Relaxed);
-    let batch: Batch = [pod("ns", "b", "new-b", &[]), pod("ns", "a", "new-a", &[])]
+    let batch: WriteBatch = [pod("ns", "b", "new-b", &[]), pod("ns", "a", "new-a", &[])]
         .into_iter()
         .map(informer::store::Op::Upsert)
         .collect();
@@ -935,7 +943,7 @@ fn write_that_panics_half_way_is_never_published() {
     };
     check(false);
     // More versions: each buffer is published, in turn.
-    let upsert = |obj| Batch::from_iter([informer::store::Op::Upsert(obj)]);
+    let upsert = |obj| WriteBatch::from_iter([informer::store::Op::Upsert(obj)]);
     writer.apply(upsert(pod("ns", "c", "c", &[]))).unwrap();
     check(true);
     writer.bookmark(100);
@@ -955,14 +963,14 @@ fn pending_wait_for_holds_no_version() {
     let a = pod("ns", "a", "ua", &[]);
     let first = Arc::downgrade(&a);
     writer
-        .apply(Batch::from_iter([informer::store::Op::Upsert(a)]).with_resource_version(1))
+        .apply(WriteBatch::from_iter([informer::store::Op::Upsert(a)]).with_resource_version(1))
         .unwrap();
     let mut wait = Box::pin(reader.wait_for(1_000));
     let mut cx = Context::from_waker(Waker::noop());
     assert!(wait.as_mut().poll(&mut cx).is_pending());
     for rv in 2..20u64 {
         let obj = pod("ns", "a", &format!("u{rv}"), &[]);
-        let batch = Batch::from_iter([informer::store::Op::Upsert(obj)]);
+        let batch = WriteBatch::from_iter([informer::store::Op::Upsert(obj)]);
         writer.apply(batch.with_resource_version(rv)).unwrap();
         assert!(wait.as_mut().poll(&mut cx).is_pending());
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use cap::Cap;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
-use informer::store::{Batch, NAMESPACE_INDEX, StoreConfig, UID_INDEX, store, uid_index_func};
+use informer::store::{NAMESPACE_INDEX, StoreConfig, UID_INDEX, WriteBatch, store, uid_index_func};
 
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
@@ -40,18 +40,22 @@ fn churn(cycles: usize, shards: usize) {
             .shards(shards)
             .indexer(UID_INDEX, uid_index_func()),
     );
-    let mut batch = Batch::new();
+    let mut batch = WriteBatch::new();
     for i in 0..3 {
         batch.add(pod(&format!("stay-{i}"), &format!("stay-uid-{i}")));
     }
     w.apply(batch).unwrap();
     let mut cycle = |i: usize| {
         let uid = format!("churn-uid-{i}");
-        w.apply(Batch::new().add(pod("churn", &uid)).clone())
+        w.apply(WriteBatch::new().add(pod("churn", &uid)).clone())
             .unwrap();
         assert_eq!(r.index_keys(UID_INDEX, &uid).unwrap().len(), 1);
-        w.apply(Batch::new().delete(ObjectKey::new("ns", "churn")).clone())
-            .unwrap();
+        w.apply(
+            WriteBatch::new()
+                .delete(ObjectKey::new("ns", "churn"))
+                .clone(),
+        )
+        .unwrap();
     };
     for i in 0..1_000 {
         cycle(i);

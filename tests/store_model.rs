@@ -12,8 +12,8 @@ use informer::object::{
     parse_resource_version,
 };
 use informer::store::{
-    Batch, IndexError, IndexFunc, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX,
-    Snapshot, Store, StoreConfig, StoreError, UID_INDEX, index_func, labels_index_func,
+    IndexError, IndexFunc, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, Snapshot,
+    Store, StoreConfig, StoreError, UID_INDEX, WriteBatch, index_func, labels_index_func,
     namespace_index_func, owner_uid_index_func, store, uid_index_func,
 };
 use proptest::prelude::*;
@@ -283,7 +283,7 @@ fn run(shards: usize, steps: Vec<Step>) {
         let generation = r.snapshot().generation();
         match step {
             Step::Apply(ops, rv) => {
-                let mut batch = Batch::new();
+                let mut batch = WriteBatch::new();
                 let mut next = m.clone();
                 let mut ok = true;
                 let mut previous = Vec::new();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use informer::object::ObjectKey;
-use informer::store::{Batch, NAMESPACE_INDEX, Store, StoreConfig, Writer, store};
+use informer::store::{NAMESPACE_INDEX, Store, StoreConfig, WriteBatch, Writer, store};
 
 use super::{Candidate, Indexes, ReadSide, Workload, WriteSide};
 
@@ -30,7 +30,7 @@ struct W(Writer);
 
 impl WriteSide for W {
     fn write(&mut self, w: &Workload, pos: usize, n: usize) {
-        let mut batch = Batch::with_capacity(n);
+        let mut batch = WriteBatch::with_capacity(n);
         for p in pos..pos + n {
             batch.add(w.update(p).1.clone());
         }

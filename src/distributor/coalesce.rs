@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crossbeam::channel::{Receiver, Sender, TrySendError, bounded};
 
 use super::Notification;
-use super::listener::ReachOnDrop;
+use super::marker::ReachOnDrop;
 use super::metrics::Metrics;
 use crate::object::{Object, ObjectKey};
 

@@ -1,4 +1,5 @@
-//! [`Marker`]: a point in one listener's stream that tells when the listener got past it.
+//! [`Marker`]: a point in one listener's stream that tells when the listener got past it, and
+//! `ReachOnDrop`, a marker in transit.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,5 +91,15 @@ impl fmt::Debug for Marker {
         f.debug_struct("Marker")
             .field("reached", &self.is_reached())
             .finish()
+    }
+}
+
+/// A marker in transit: reached when dropped, so a marker lost with a stopped listener's
+/// channel still releases its waiters.
+pub(crate) struct ReachOnDrop(pub(crate) Marker);
+
+impl Drop for ReachOnDrop {
+    fn drop(&mut self) {
+        self.0.reach();
     }
 }

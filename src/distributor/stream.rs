@@ -11,7 +11,9 @@ use crossbeam::channel::TryRecvError;
 use futures_core::Stream;
 
 use super::Notification;
-use super::listener::{Listener, Msg, ReachOnDrop, Source, WakerSlot};
+use super::feed::{Msg, Source, WakerSlot};
+use super::listener::Listener;
+use super::marker::ReachOnDrop;
 
 /// The notifications of one listener as a [`futures_core::Stream`], for tokio (or any async)
 /// users: no thread of its own; the publisher wakes the task that polls it. Made by

@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError};
 use super::Shared;
 use crate::distributor::{Marker, Notification};
 use crate::fifo::{DeltaType, PopError, TryPopError};
-use crate::store::{Batch, Op, Writer};
+use crate::store::{Op, WriteBatch, Writer};
 
 /// Pop, apply, publish, until the DeltaFIFO closes. When the queue is empty it sleeps until a
 /// delta arrives or the reflector's resourceVersion moves.
@@ -166,7 +166,7 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch) {
     } else {
         writer.resource_version()
     };
-    let mut store_batch = Batch::with_capacity(ops.len());
+    let mut store_batch = WriteBatch::with_capacity(ops.len());
     for op in &ops {
         store_batch.push(op.clone());
     }
@@ -225,7 +225,7 @@ fn apply_key_by_key(
             .get(i + 1)
             .copied()
             .unwrap_or((ops.len(), notes.len()));
-        let mut b = Batch::with_capacity(op_end - op_start);
+        let mut b = WriteBatch::with_capacity(op_end - op_start);
         for op in &ops[op_start..op_end] {
             b.push(op.clone());
         }

@@ -129,8 +129,7 @@ impl Store {
 
     /// The current version, held: every read on it sees the same objects and indexes at the
     /// same resourceVersion, whatever the writer does meanwhile. Costs one reference-count
-    /// increment; holding it across writes keeps that version's memory alive and makes the
-    /// writer copy the store's tables once (see [`Snapshot`]).
+    /// increment to take; what holding it costs: see [`Snapshot`].
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             version: self.shared.current.load_full(),
@@ -241,8 +240,9 @@ impl Wake for ThreadWaker {
 /// Cheap to take and to clone (one reference count). A snapshot holds one of the store's two
 /// buffers: while it exists, the objects later versions replaced stay in memory, and the writer,
 /// finding that buffer held when it next needs it, writes into a fresh copy of the store's
-/// tables instead (see [`Writer`](super::Writer)). Drop snapshots when done; for single reads
-/// use the [`Store`] methods, which hold nothing after they return.
+/// tables instead (time O(n), memory one more buffer until the snapshot is dropped; see
+/// [`Writer`](super::Writer)). Hold snapshots briefly when the store is written often; for
+/// single reads use the [`Store`] methods, which hold nothing after they return.
 #[derive(Clone)]
 pub struct Snapshot {
     pub(crate) version: Arc<Version>,

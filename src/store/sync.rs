@@ -26,12 +26,10 @@ pub(crate) fn make_mut<T: Clone>(arc: &mut Arc<T>) -> &mut T {
 const SPIN: Duration = Duration::from_micros(50);
 
 /// How long [`wait_unique`] sleeps between checks once [`SPIN`] has passed (at least: timer
-/// slack makes it about 70 µs on Linux, more where timers are coarse). By then the reader
-/// it waits for is most likely preempted in the middle of a call; sleeping (rather than
-/// yielding, which keeps the CPU busy when nothing else is queued on it) lets the scheduler
-/// run that reader, or another, on this CPU. With 2 readers and the writer on 2 cores, this
-/// gave the readers 20-24 % more `get`s under a flood than yielding did (interleaved runs in
-/// one process, `BENCHMARKS.md`); with 1 reader it changed nothing.
+/// slack adds to it). By then the reader it waits for is most likely preempted in the middle
+/// of a call; sleeping, rather than yielding (which keeps the CPU busy when nothing else is
+/// queued on it), lets the scheduler run that reader on this CPU. `BENCHMARKS.md` has the
+/// measurement.
 const NAP: Duration = Duration::from_micros(20);
 
 /// Spins (without looking at the clock) before the first time check, and between checks.

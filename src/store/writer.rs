@@ -1,181 +1,43 @@
-//! The write side: [`Writer`] and the [`Batch`] it applies.
+//! The write side: [`Writer`], which applies [`WriteBatch`]es.
 
 use std::fmt;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::object::{Object, ObjectKey, parse_resource_version};
+use crate::object::{Object, parse_resource_version};
 
+use super::batch::{Op, WriteBatch};
 use super::error::StoreError;
 use super::handoff::Handoff;
 use super::index::{IndexDef, IndexFunc};
 use super::reader::{Shared, Snapshot, Store};
 use super::version::{Version, WARM_GROUP};
 
-/// One change in a [`Batch`].
-#[derive(Clone, Debug)]
-pub enum Op {
-    /// Add or update (the same thing, as in client-go): store the object under its key.
-    Upsert(Arc<Object>),
-    /// Remove whatever is stored under the key (nothing when absent).
-    Delete(ObjectKey),
-}
-
-/// Changes applied together by [`Writer::apply`]: readers see all of them or none.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use bytes::Bytes;
-/// use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
-/// use informer::store::{Batch, StoreConfig, store};
-///
-/// let pod = |name: &str| {
-///     let meta = ObjectMeta { name: name.into(), namespace: "default".into(), ..Default::default() };
-///     let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
-///     Arc::new(Object::from_parts(gvk, meta, Bytes::new(), Encoding::Protobuf))
-/// };
-/// let (reader, mut writer) = store(StoreConfig::default());
-///
-/// let mut batch = Batch::with_capacity(2);
-/// batch.add(pod("a")).add(pod("b"));
-/// batch.set_resource_version(1234);
-/// writer.apply(batch)?;
-///
-/// let mut batch = Batch::new();
-/// batch.update(pod("a")).delete(ObjectKey::new("default", "b"));
-/// let previous = writer.apply(batch.with_resource_version(1235))?;
-/// assert!(previous.iter().all(Option::is_some)); // an update and a delete
-///
-/// assert_eq!(reader.len(), 1);
-/// assert_eq!(reader.resource_version(), 1235);
-/// assert_eq!(reader.by_index("namespace", "default")?.len(), 1);
-/// # Ok::<(), informer::store::StoreError>(())
-/// ```
-#[derive(Clone, Debug, Default)]
-pub struct Batch {
-    ops: Vec<Op>,
-    resource_version: Option<u64>,
-}
-
-impl Batch {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Batch::default()
-    }
-
-    /// An empty batch with room for `n` changes.
-    pub fn with_capacity(n: usize) -> Self {
-        Batch {
-            ops: Vec::with_capacity(n),
-            resource_version: None,
-        }
-    }
-
-    /// Stores `obj` under its key (client-go `Add`).
-    pub fn add(&mut self, obj: Arc<Object>) -> &mut Self {
-        self.ops.push(Op::Upsert(obj));
-        self
-    }
-
-    /// Stores `obj` under its key (client-go `Update`; identical to [`Batch::add`]).
-    pub fn update(&mut self, obj: Arc<Object>) -> &mut Self {
-        self.add(obj)
-    }
-
-    /// Removes the object stored under `key` (client-go `Delete`).
-    pub fn delete(&mut self, key: ObjectKey) -> &mut Self {
-        self.ops.push(Op::Delete(key));
-        self
-    }
-
-    /// Appends an [`Op`].
-    pub fn push(&mut self, op: Op) -> &mut Self {
-        self.ops.push(op);
-        self
-    }
-
-    /// The resourceVersion the store reflects once this batch is applied (e.g. the watch
-    /// event's). Without it, the largest `metadata.resourceVersion` among the added objects
-    /// that parses as a `u64` is used. Either way the store's resourceVersion never goes back.
-    pub fn set_resource_version(&mut self, rv: u64) -> &mut Self {
-        self.resource_version = Some(rv);
-        self
-    }
-
-    /// [`Batch::set_resource_version`], by value.
-    #[must_use]
-    pub fn with_resource_version(mut self, rv: u64) -> Self {
-        self.resource_version = Some(rv);
-        self
-    }
-
-    /// Number of changes.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-
-    /// Whether the batch holds no change.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-
-    /// The changes, in order.
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
-    }
-}
-
-impl FromIterator<Op> for Batch {
-    fn from_iter<I: IntoIterator<Item = Op>>(iter: I) -> Self {
-        Batch {
-            ops: iter.into_iter().collect(),
-            resource_version: None,
-        }
-    }
-}
-
-impl Extend<Op> for Batch {
-    fn extend<I: IntoIterator<Item = Op>>(&mut self, iter: I) {
-        self.ops.extend(iter);
-    }
-}
-
 /// The one writer of a store (the informer). Not `Clone`: one writer, so versions form a line.
 ///
-/// The writer keeps two buffers, each a complete store (items in a slab, keys and indexes in plain
-/// hash maps naming slots; objects, keys and index values are shared `Arc`s, so a buffer costs
-/// pointers, not copies of objects). Readers look up in the *front* buffer, published through one
-/// `arc_swap::ArcSwap`; nothing changes it while it is published. A write goes to the *back*
-/// buffer, in place, and is recorded in a log; then the two swap roles with one atomic pointer
-/// swap, and the old front, once no reader is left in it, replays the log (slab stores and map
-/// changes by slot number; index functions are not called again, keys are not compared) to become
-/// the next back buffer. This is the left-right scheme, made safe without `unsafe`: "no reader is
-/// left" is `Arc::get_mut` succeeding on the old front after `ArcSwap::swap` (which converts every
+/// The writer keeps two buffers, each a complete store. Readers look up in the *front* one,
+/// published through one `arc_swap::ArcSwap`; nothing changes it while it is published. A write
+/// goes to the *back* buffer, in place, and is logged; then the two swap roles with one atomic
+/// pointer swap, and the old front, once no reader is left in it, replays the log to become the
+/// next back buffer. This is the left-right scheme, made safe without `unsafe`: "no reader is
+/// left" is `Arc::get_mut` succeeding on the old front after `ArcSwap::swap` (which turns every
 /// reader's outstanding load into a counted reference before it returns). The protocol
-/// (`src/store/handoff.rs`) is model-checked with loom (`tests/loom_handoff.rs`: every interleaving
-/// of a writer's update, replace, failed replace, index addition and aborted write sequences with
-/// one or two readers, taking arc-swap's own guarantee as given).
+/// (`src/store/handoff.rs`) is model-checked with loom (`tests/loom_handoff.rs`).
 ///
 /// # Waiting on readers
 ///
 /// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
-/// about to write is still in use: a `Store` call that started before the previous swap (it
-/// finishes within microseconds, unless its thread was preempted) or a held [`Snapshot`]. It
-/// spins for up to 50 µs, then sleeps at least 20 µs at a time (freeing its CPU for a preempted
-/// reader),
-/// for at most about as long as copying the store's tables would take (1 ms plus 50 ns per
-/// object); then it leaves that buffer to its readers and writes into a fresh copy of the front
-/// buffer instead: a held snapshot never blocks the writer, it costs one copy of the store's tables
-/// (time O(n), memory one more buffer until the snapshot is dropped). Hold snapshots briefly when
-/// the store is written often.
+/// about to write is still in use: by a `Store` call that started before the previous swap
+/// (it finishes within microseconds unless its thread was preempted) or by a held
+/// [`Snapshot`]. It waits at most about as long as copying the store's tables would take
+/// (1 ms plus 50 ns per object), then leaves that buffer to its readers and writes into a
+/// fresh copy of the front buffer instead: a held snapshot never blocks the writer (what it
+/// costs instead: see [`Snapshot`]).
 ///
 /// A call that fails publishes nothing. Buffers left to readers are freed by a later writer
-/// call once no reader holds them, so freeing a replaced store's content happens here, off the
-/// reader path.
+/// call once no reader holds them: freeing a replaced store's content happens here, never on a
+/// reader's thread.
 pub struct Writer {
     shared: Arc<Shared>,
     /// The two buffers and the log between them (the protocol lives in `handoff.rs`).
@@ -249,7 +111,7 @@ impl Writer {
     /// # Errors
     /// [`StoreError::IndexFunc`] when an index function fails on an added object: the whole
     /// batch is rejected, readers never see any of it, and the store is unchanged.
-    pub fn apply(&mut self, batch: Batch) -> Result<Vec<Option<Arc<Object>>>, StoreError> {
+    pub fn apply(&mut self, batch: WriteBatch) -> Result<Vec<Option<Arc<Object>>>, StoreError> {
         self.buffers.sweep();
         let front = self.buffers.front();
         let current_rv = front.resource_version;

@@ -1,4 +1,5 @@
-//! [`Distributor`]: the registry of listeners and the publish side.
+//! [`Distributor`]: fans batches out to listeners (client-go `sharedProcessor`); the registry
+//! of listeners and the publish side.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -8,9 +9,10 @@ use crossbeam::channel::{Receiver, Sender, bounded};
 use smallvec::SmallVec;
 
 use super::Notification;
+use super::entry::Entry;
 use super::error::AddListenerError;
 use super::handler::EventHandler;
-use super::listener::{Entry, Listener, ListenerId, OverflowPolicy};
+use super::listener::{Listener, ListenerId, OverflowPolicy};
 use super::marker::Marker;
 use super::metrics::ListenerStats;
 use super::stream::NotificationStream;
@@ -18,12 +20,13 @@ use super::stream::NotificationStream;
 /// Fans batches of [`Notification`]s out to listeners, each on its own thread (client-go
 /// `sharedProcessor`); see the [module docs](super).
 ///
-/// Publish from one thread at a time (the informer): each listener receives batches in the
-/// order of the `publish`/`publish_to` calls that returned.
+/// Publish from one thread at a time (the informer): each listener then receives every batch
+/// meant for it exactly once, in the order of the `publish`/`publish_to` calls that returned.
 pub struct Distributor {
     /// The current listeners, read lock-free by publishers.
     listeners: ArcSwap<Vec<Arc<Entry>>>,
-    /// Serializes changes to `listeners`.
+    /// Serializes changes to `listeners` (copy the list, change it, store it); publishers
+    /// never take it.
     registry: Mutex<Registry>,
     /// Disconnects when the distributor shuts down: waits for room in a full `Block` channel
     /// select on it, so a shutdown never waits for a stream nobody polls.
