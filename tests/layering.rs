@@ -36,17 +36,10 @@ const LAYERS: &[(&str, u32)] = &[
 
 const MAX_LINES: usize = 700;
 
-/// Cycles and long files still being split (the store and distributor part of the one-concept
-/// restructure). Each entry must still occur, so it is removed as soon as it is fixed.
-const KNOWN_CYCLES: &[&[&str]] = &[
-    &[
-        "distributor/coalesce",
-        "distributor/listener",
-        "distributor/stream",
-    ],
-    &["store/reader", "store/version", "store/writer"],
-];
-const KNOWN_LONG: &[&str] = &["src/store/version.rs"];
+/// Cycles and long files allowed while a split is under way (none now). Each entry must still
+/// occur, so it is removed as soon as it is fixed.
+const KNOWN_CYCLES: &[&[&str]] = &[];
+const KNOWN_LONG: &[&str] = &[];
 
 fn rank(top: &str) -> Option<u32> {
     LAYERS.iter().find(|(m, _)| *m == top).map(|(_, r)| *r)
