@@ -256,7 +256,7 @@ impl<K: Send + Sync + 'static> Stream for EventStream<K> {
 }
 
 impl<L: ListerWatcher> Informer<L> {
-    /// The informer's changes as a stream of typed [`Event`](Event)s with list/watch errors, the
+    /// The informer's changes as a stream of typed [`Event`]s with list/watch errors, the
     /// shape of kube-runtime's `watcher` (see [`EventStream`]). A handler like any other
     /// ([`add_stream`](Self::add_stream)), its objects read through `lister` (decoded once
     /// per object version, shared with every other reader of that lister).
