@@ -32,6 +32,13 @@ enum Command {
 }
 
 fn main() {
+    // mimalloc asks for transparent huge pages (`MADV_HUGEPAGE`) on its arenas, and each first
+    // touch of one zeroes 2 MiB in the faulting thread: at paced rates that stall put p99
+    // server-change-to-handler latency in milliseconds (4 ms against 0.3 ms without, etcd Pods
+    // at 17 600 events/s) and cost ~20 % more RSS, for no throughput (BENCHMARKS.md,
+    // "Reaction latency"). A refusal (non-Linux, old kernel) changes nothing else.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Decode(args) => cli::decode::run(args),

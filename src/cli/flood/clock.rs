@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// Changes made per generator step; the time of each step is recorded for latencies.
+/// Changes made per generator step of an unpaced flood (a paced one makes one per step); the
+/// time of each step is recorded for latencies.
 pub(super) const STEP: u64 = 256;
 
 /// Entries of the step-time table (8 MiB): runs of more steps (over 268 million events at 256
@@ -57,7 +58,8 @@ impl Clock {
         Some(now.saturating_sub(done))
     }
 
-    /// Records that `step` finished now (ignored past the table).
+    /// Records `step`'s time as now (ignored past the table): called as it starts and again
+    /// as it finishes, so a change seen mid-step is measured from the step's start.
     pub(super) fn mark(&self, step: usize) {
         if let Some(s) = self.step_done_ns.get(step) {
             s.store(self.start.elapsed().as_nanos() as u64, Ordering::Release);

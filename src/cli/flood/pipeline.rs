@@ -18,12 +18,17 @@ use super::source::Source;
 use super::view::{add_views, verify};
 use super::wait::{WaitCounters, us_to_secs};
 
+/// Most generator steps per second of a paced flood: above this rate a step makes
+/// `rate / PACED_STEPS_PER_SEC` changes (a step costs the generator a few microseconds).
+const PACED_STEPS_PER_SEC: u64 = 100_000;
+
 /// How many changes a flood makes, in steps of how many.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
     /// Changes to make; `u64::MAX` for a `--duration` run.
     limit: u64,
-    /// Changes per step: [`STEP`], or more so that the steps fit the clock's table.
+    /// Changes per step: [`STEP`] flat out; one per step when paced (more above
+    /// [`PACED_STEPS_PER_SEC`]); more still if the steps would not fit the clock's table.
     step_len: u64,
     /// Entries of the step-time table.
     steps: usize,
@@ -37,11 +42,20 @@ impl Plan {
             (None, Some(_)) => u64::MAX,
             (None, None) => 500_000,
         };
-        let step_len = if limit == u64::MAX {
-            STEP
-        } else {
-            STEP.max(limit.div_ceil(MAX_STEPS as u64))
+        // A paced flood makes its changes one at a time, so that each event's latency is the
+        // engine's reaction to that change, not the drain of a burst made at the same instant.
+        let base = match args.rate {
+            Some(rate) => rate.div_ceil(PACED_STEPS_PER_SEC).max(1),
+            None => STEP,
         };
+        // The changes the table must cover: `--events`, or what a paced `--duration` run
+        // makes (an unpaced one records latencies for its first MAX_STEPS steps only).
+        let expected = match (limit, args.rate, args.duration) {
+            (u64::MAX, Some(rate), Some(d)) => (rate as f64 * d.as_secs_f64()).ceil() as u64,
+            (u64::MAX, _, _) => 0,
+            (n, _, _) => n,
+        };
+        let step_len = base.max(expected.div_ceil(MAX_STEPS as u64));
         let steps = (limit.div_ceil(step_len) as usize)
             .saturating_add(1)
             .min(MAX_STEPS);
@@ -180,6 +194,9 @@ async fn generate<L: ListerWatcher>(
     let (mut made, mut step, mut lag_max) = (0u64, 0usize, 0u64);
     while made < plan.limit && args.duration.is_none_or(|d| start.elapsed() < d) {
         let n = plan.step_len.min(plan.limit - made);
+        // Marked before the changes too: a handler that sees one before `flood` returns
+        // measures from the step's start instead of finding no time (and dropping the sample).
+        clock.mark(step);
         let rv = source.flood(n).await?;
         clock.mark(step);
         step += 1;
@@ -198,7 +215,7 @@ async fn generate<L: ListerWatcher>(
         if let Some(rate) = args.rate {
             let due = Duration::from_secs_f64(made as f64 / rate as f64);
             if let Some(wait) = due.checked_sub(start.elapsed()) {
-                tokio::time::sleep(wait).await;
+                pace(wait).await;
             }
         }
         progress.update(made, start.elapsed());
@@ -208,6 +225,21 @@ async fn generate<L: ListerWatcher>(
         made,
         lag_max,
     })
+}
+
+/// Waits `wait`: on the tokio timer (millisecond resolution) down to the last 2 ms, then a
+/// thread sleep (tens of microseconds on Linux), so that changes paced below a millisecond apart
+/// are not released in bursts at each timer tick. Blocking is fine here: the generator runs on
+/// `block_on`'s own thread, not on a runtime worker.
+async fn pace(wait: Duration) {
+    const TIMER: Duration = Duration::from_millis(2);
+    if let Some(coarse) = wait.checked_sub(TIMER) {
+        let end = Instant::now() + wait;
+        tokio::time::sleep(coarse).await;
+        std::thread::sleep(end.saturating_duration_since(Instant::now()));
+    } else {
+        std::thread::sleep(wait);
+    }
 }
 
 /// After the generator: gives faults still waiting for a request (a list fault whose relist
