@@ -2,17 +2,18 @@
 //! reports it, at paced rates sized to the capacity measured first in the same run.
 //!
 //! One flat-out flood measures the capacity (events/s); then, for each share of it in
-//! [`SHARES`], `RUNS` paced floods (`--rate`, changes made one at a time) of about four seconds
-//! each. Every run must end verified. Prints a markdown table (per share: the median run's
-//! p50/p99/p999 and the range over the runs) and writes an SVG plot of p50, p99 and p999
-//! against the rate (plotters).
+//! [`SHARES`], `LATENCY_RUNS` paced floods (`--rate`, changes made one at a time) of
+//! [`SECONDS`] each. Every run must end verified, with a latency sample per handler for (at least 99 %
+//! of) every change. Prints a markdown table (per share: the rate the generator reached, the median
+//! run's p50/p99/p999 and the range over the runs) and writes an SVG plot of p50, p99 and p999
+//! against that rate (plotters).
 //!
 //! Environment (all optional): `LATENCY_TEMPLATE` (default `etcd-pod`), `LATENCY_HANDLERS`
 //! (default 4), `LATENCY_RUNS` (default 3), `LATENCY_PLOT` (the SVG's path; default
 //! `latency.svg` in Cargo's bench scratch directory; BENCHMARKS.md shows
 //! `benches/plots/latency.svg`).
 //!
-//! `cargo bench --bench latency` (about 80 s on 2 cores).
+//! `cargo bench --bench latency` (about 70 s on 2 cores).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,6 +23,9 @@ use serde_json::Value;
 
 /// Shares of the measured capacity at which latency is measured.
 const SHARES: [f64; 5] = [0.01, 0.05, 0.10, 0.25, 0.50];
+
+/// Length of each paced run (`--duration`), seconds.
+const SECONDS: &str = "4";
 
 /// The latency figures of one run (µs).
 #[derive(Clone, Copy, Debug)]
@@ -88,7 +92,7 @@ fn main() {
     let mut rows = Vec::new();
     for share in SHARES {
         let rate = ((capacity * share) as u64).max(1);
-        let events = (rate * 4).max(20_000);
+        let mut reached = Vec::new();
         let mut measured: Vec<Run> = (0..runs.max(1))
             .map(|_| {
                 let r = flood(
@@ -97,10 +101,18 @@ fn main() {
                     &[
                         "--rate".into(),
                         rate.to_string(),
-                        "--events".into(),
-                        events.to_string(),
+                        "--duration".into(),
+                        SECONDS.into(),
                     ],
                 );
+                let events = r["events"].as_f64().expect("events");
+                let samples = r["latency_ns"]["samples"].as_f64().expect("samples");
+                let per_event: f64 = handlers.parse().expect("LATENCY_HANDLERS: a number");
+                assert!(
+                    samples >= 0.99 * events * per_event,
+                    "{samples} latency samples for {events} events to {handlers} handlers"
+                );
+                reached.push(events / r["generate_seconds"].as_f64().expect("generate_seconds"));
                 Run {
                     p50: micros(&r, "p50"),
                     p99: micros(&r, "p99"),
@@ -108,6 +120,7 @@ fn main() {
                 }
             })
             .collect();
+        let reached = reached.iter().sum::<f64>() / reached.len() as f64;
         measured.sort_by(|a, b| a.p99.total_cmp(&b.p99));
         let median = measured[measured.len() / 2];
         let range = |f: fn(&Run) -> f64| {
@@ -116,7 +129,7 @@ fn main() {
             format!("{lo:.0}–{hi:.0}")
         };
         println!(
-            "| {rate}/s ({:.0} %) | {:.0} ({}) | {:.0} ({}) | {:.0} ({}) |",
+            "| {rate}/s ({:.0} %), reached {reached:.0}/s | {:.0} ({}) | {:.0} ({}) | {:.0} ({}) |",
             share * 100.0,
             median.p50,
             range(|r| r.p50),
@@ -125,7 +138,7 @@ fn main() {
             median.p999,
             range(|r| r.p999),
         );
-        rows.push((rate as f64, median));
+        rows.push((reached, median));
     }
     draw(&plot, &template, &handlers, capacity, &rows).expect("draw the latency plot");
     println!();

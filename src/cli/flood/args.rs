@@ -86,8 +86,10 @@ pub(crate) struct FloodArgs {
     #[arg(long, conflicts_with = "events", value_parser = duration::seconds_duration)]
     pub(super) duration: Option<Duration>,
     /// Changes per second the generator aims at, made one at a time (above 100 000/s in
-    /// steps of `rate / 100 000`), so that the latency figure is each change's own reaction
-    /// time (default: as fast as the pipeline takes them, in steps of 256).
+    /// steps of ⌈rate / 100 000⌉), so that the latency figure is each change's own reaction
+    /// time (default: as fast as the pipeline takes them, in steps of 256). With `--server`
+    /// each step is one request, and changes the server makes by itself (`serve --rate`) shift
+    /// the latency figures.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) rate: Option<u64>,
     /// Event handlers (listeners), each on its own thread keeping its own view; at most 1024.

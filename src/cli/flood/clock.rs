@@ -1,4 +1,4 @@
-//! When each generator step's changes existed on the server, for server-change-to-handler
+//! When each generator step's changes were made on the server, for server-change-to-handler
 //! latency.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,12 +8,14 @@ use std::time::Instant;
 /// time of each step is recorded for latencies.
 pub(super) const STEP: u64 = 256;
 
-/// Entries of the step-time table (8 MiB): runs of more steps (over 268 million events at 256
-/// per step) keep flooding but record no latency samples past it.
-pub(super) const MAX_STEPS: usize = 1 << 20;
+/// Slots of the step-time ring (16 MiB): a change is found while fewer than this many steps
+/// came after its own (10 s of a paced flood at 100 000 steps/s); one seen later than that
+/// gives no latency sample.
+pub(super) const RING_STEPS: usize = 1 << 20;
 
-/// When each generator step finished, indexed by step: a handler looks up the step of the
-/// resourceVersion it sees to measure server-change-to-handler latency.
+/// When each generator step was last marked (as it started, then as it finished), in a ring
+/// indexed by step: a handler looks up the step of the resourceVersion it sees to measure
+/// server-change-to-handler latency.
 #[derive(Debug)]
 pub(super) struct Clock {
     /// Time zero of the step times.
@@ -22,18 +24,21 @@ pub(super) struct Clock {
     step: u64,
     /// The resourceVersion of the first change of step 0; 0 until the flood starts.
     first_rv: AtomicU64,
-    /// Nanoseconds after `start` at which each step finished; 0 while it has not.
-    step_done_ns: Vec<AtomicU64>,
+    /// Per slot: the step it holds plus one (0: none, or being rewritten), and nanoseconds
+    /// after `start` at which that step was last marked.
+    slots: Vec<(AtomicU64, AtomicU64)>,
 }
 
 impl Clock {
-    /// A table of `steps` steps of `step` changes each, starting now.
-    pub(super) fn new(step: u64, steps: usize) -> Self {
+    /// A ring of [`RING_STEPS`] steps of `step` changes each, starting now.
+    pub(super) fn new(step: u64) -> Self {
         Clock {
             start: Instant::now(),
             step,
             first_rv: AtomicU64::new(0),
-            step_done_ns: (0..steps).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..RING_STEPS)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
         }
     }
 
@@ -42,27 +47,38 @@ impl Clock {
         self.first_rv.store(rv, Ordering::Release);
     }
 
-    /// Nanoseconds since the step holding `rv` finished; `None` before the flood, for
-    /// resourceVersions before it, and for steps not finished or past the table.
+    /// Nanoseconds since the step holding `rv` was last marked; `None` before the flood, for
+    /// resourceVersions before it, for steps not yet marked, and for steps the ring has
+    /// overwritten since.
     pub(super) fn latency_ns(&self, rv: u64) -> Option<u64> {
         let first = self.first_rv.load(Ordering::Acquire);
         if first == 0 || rv < first {
             return None;
         }
-        let step = ((rv - first) / self.step) as usize;
-        let done = self.step_done_ns.get(step)?.load(Ordering::Acquire);
-        if done == 0 {
+        let step = (rv - first) / self.step;
+        let (tag, ns) = &self.slots[(step % RING_STEPS as u64) as usize];
+        let want = step + 1;
+        if tag.load(Ordering::Acquire) != want {
+            return None;
+        }
+        let at = ns.load(Ordering::Acquire);
+        // Rewritten for a later step while we read: no sample rather than a wrong one.
+        if tag.load(Ordering::Acquire) != want {
             return None;
         }
         let now = self.start.elapsed().as_nanos() as u64;
-        Some(now.saturating_sub(done))
+        Some(now.saturating_sub(at))
     }
 
-    /// Records `step`'s time as now (ignored past the table): called as it starts and again
-    /// as it finishes, so a change seen mid-step is measured from the step's start.
-    pub(super) fn mark(&self, step: usize) {
-        if let Some(s) = self.step_done_ns.get(step) {
-            s.store(self.start.elapsed().as_nanos() as u64, Ordering::Release);
+    /// Records `step`'s time as now: called as it starts and again as it finishes, so a
+    /// change seen mid-step is measured from the step's start.
+    pub(super) fn mark(&self, step: u64) {
+        let (tag, ns) = &self.slots[(step % RING_STEPS as u64) as usize];
+        let want = step + 1;
+        if tag.load(Ordering::Acquire) != want {
+            tag.store(0, Ordering::Release);
         }
+        ns.store(self.start.elapsed().as_nanos() as u64, Ordering::Release);
+        tag.store(want, Ordering::Release);
     }
 }

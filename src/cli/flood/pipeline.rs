@@ -10,7 +10,7 @@ use informer::sim::Truth;
 use informer::trace::TraceWriter;
 
 use super::args::FloodArgs;
-use super::clock::{Clock, MAX_STEPS, STEP};
+use super::clock::{Clock, STEP};
 use super::faults::{FaultDriver, settle};
 use super::progress::Progress;
 use super::report::{CommonReport, FloodReport, FloodRun, RecordReport, RunReport, TimeReport};
@@ -19,7 +19,7 @@ use super::view::{add_views, verify};
 use super::wait::{WaitCounters, us_to_secs};
 
 /// Most generator steps per second of a paced flood: above this rate a step makes
-/// `rate / PACED_STEPS_PER_SEC` changes (a step costs the generator a few microseconds).
+/// ⌈`rate / PACED_STEPS_PER_SEC`⌉ changes (a step costs the generator a few microseconds).
 const PACED_STEPS_PER_SEC: u64 = 100_000;
 
 /// How many changes a flood makes, in steps of how many.
@@ -27,11 +27,9 @@ const PACED_STEPS_PER_SEC: u64 = 100_000;
 struct Plan {
     /// Changes to make; `u64::MAX` for a `--duration` run.
     limit: u64,
-    /// Changes per step: [`STEP`] flat out; one per step when paced (more above
-    /// [`PACED_STEPS_PER_SEC`]); more still if the steps would not fit the clock's table.
+    /// Changes per step: [`STEP`] flat out; one when paced (more above
+    /// [`PACED_STEPS_PER_SEC`]).
     step_len: u64,
-    /// Entries of the step-time table.
-    steps: usize,
 }
 
 impl Plan {
@@ -44,26 +42,11 @@ impl Plan {
         };
         // A paced flood makes its changes one at a time, so that each event's latency is the
         // engine's reaction to that change, not the drain of a burst made at the same instant.
-        let base = match args.rate {
+        let step_len = match args.rate {
             Some(rate) => rate.div_ceil(PACED_STEPS_PER_SEC).max(1),
             None => STEP,
         };
-        // The changes the table must cover: `--events`, or what a paced `--duration` run
-        // makes (an unpaced one records latencies for its first MAX_STEPS steps only).
-        let expected = match (limit, args.rate, args.duration) {
-            (u64::MAX, Some(rate), Some(d)) => (rate as f64 * d.as_secs_f64()).ceil() as u64,
-            (u64::MAX, _, _) => 0,
-            (n, _, _) => n,
-        };
-        let step_len = base.max(expected.div_ceil(MAX_STEPS as u64));
-        let steps = (limit.div_ceil(step_len) as usize)
-            .saturating_add(1)
-            .min(MAX_STEPS);
-        Plan {
-            limit,
-            step_len,
-            steps,
-        }
+        Plan { limit, step_len }
     }
 }
 
@@ -102,7 +85,7 @@ pub(super) fn run_pipeline<L: ListerWatcher>(
     writer: Option<&Arc<TraceWriter>>,
 ) -> Result<bool, String> {
     let plan = Plan::new(args);
-    let clock = Arc::new(Clock::new(plan.step_len, plan.steps));
+    let clock = Arc::new(Clock::new(plan.step_len));
     let views = add_views(
         &informer,
         args.handlers,
@@ -191,11 +174,21 @@ async fn generate<L: ListerWatcher>(
     let store = informer.store();
     let start = Instant::now();
     clock.set_first_rv(source.resource_version().await? + 1);
-    let (mut made, mut step, mut lag_max) = (0u64, 0usize, 0u64);
+    // Thread sleeps of a paced flood wake within a few microseconds instead of Linux's default
+    // 50 µs timer slack (which, at tens of thousands of changes a second, would release them
+    // in small bursts). Only this thread (block_on's) is affected.
+    #[cfg(target_os = "linux")]
+    if args.rate.is_some() {
+        let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+    }
+    let (mut made, mut step, mut lag_max) = (0u64, 0u64, 0u64);
+    let mut shown = start;
     while made < plan.limit && args.duration.is_none_or(|d| start.elapsed() < d) {
         let n = plan.step_len.min(plan.limit - made);
         // Marked before the changes too: a handler that sees one before `flood` returns
         // measures from the step's start instead of finding no time (and dropping the sample).
+        // The start mark precedes the simulator's flow-control wait (a watcher more than the
+        // history window behind), which a change seen mid-step then includes.
         clock.mark(step);
         let rv = source.flood(n).await?;
         clock.mark(step);
@@ -218,7 +211,12 @@ async fn generate<L: ListerWatcher>(
                 pace(wait).await;
             }
         }
-        progress.update(made, start.elapsed());
+        // The bar at most 20 times a second: a paced flood takes up to 100 000 steps a second.
+        let now = Instant::now();
+        if now.duration_since(shown) >= Duration::from_millis(50) || made >= plan.limit {
+            shown = now;
+            progress.update(made, now.duration_since(start));
+        }
     }
     Ok(Flooded {
         start,
@@ -228,9 +226,9 @@ async fn generate<L: ListerWatcher>(
 }
 
 /// Waits `wait`: on the tokio timer (millisecond resolution) down to the last 2 ms, then a
-/// thread sleep (tens of microseconds on Linux), so that changes paced below a millisecond apart
-/// are not released in bursts at each timer tick. Blocking is fine here: the generator runs on
-/// `block_on`'s own thread, not on a runtime worker.
+/// thread sleep (a few microseconds late with the timer slack `generate` sets), so that changes
+/// paced below a millisecond apart are not released in bursts at each timer tick. Blocking is
+/// fine here: the generator runs on `block_on`'s own thread, not on a runtime worker.
 async fn pace(wait: Duration) {
     const TIMER: Duration = Duration::from_millis(2);
     if let Some(coarse) = wait.checked_sub(TIMER) {
