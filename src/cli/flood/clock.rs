@@ -82,3 +82,26 @@ impl Clock {
         tag.store(want, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_step_is_found_until_the_ring_overwrites_it() {
+        let clock = Clock::new(2);
+        assert_eq!(clock.latency_ns(10), None, "before the flood");
+        clock.set_first_rv(10);
+        assert_eq!(clock.latency_ns(9), None, "before the first change");
+        assert_eq!(clock.latency_ns(10), None, "step 0 not marked yet");
+        clock.mark(0);
+        assert!(clock.latency_ns(10).is_some());
+        assert!(clock.latency_ns(11).is_some(), "the step's second change");
+        assert_eq!(clock.latency_ns(12), None, "step 1 not marked");
+        // Step RING_STEPS reuses step 0's slot: step 0 is gone, the new one is found.
+        let wrapped = RING_STEPS as u64;
+        clock.mark(wrapped);
+        assert_eq!(clock.latency_ns(10), None);
+        assert!(clock.latency_ns(10 + 2 * wrapped).is_some());
+    }
+}
