@@ -8,9 +8,9 @@ use std::time::Instant;
 /// time of each step is recorded for latencies.
 pub(super) const STEP: u64 = 256;
 
-/// Slots of the step-time ring (16 MiB): a change is found while fewer than this many steps
-/// came after its own (10 s of a paced flood at 100 000 steps/s); one seen later than that
-/// gives no latency sample.
+/// Most slots of the step-time ring (16 MiB): a change is found while fewer than this many
+/// steps came after its own (10 s of a paced flood at 100 000 steps/s); one seen later than
+/// that gives no latency sample.
 pub(super) const RING_STEPS: usize = 1 << 20;
 
 /// When each generator step was last marked (as it started, then as it finished), in a ring
@@ -30,16 +30,23 @@ pub(super) struct Clock {
 }
 
 impl Clock {
-    /// A ring of [`RING_STEPS`] steps of `step` changes each, starting now.
-    pub(super) fn new(step: u64) -> Self {
+    /// A ring for `steps` steps (at most [`RING_STEPS`], at least 1) of `step` changes each,
+    /// starting now.
+    pub(super) fn new(step: u64, steps: u64) -> Self {
+        let slots = steps.clamp(1, RING_STEPS as u64) as usize;
         Clock {
             start: Instant::now(),
             step,
             first_rv: AtomicU64::new(0),
-            slots: (0..RING_STEPS)
+            slots: (0..slots)
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
         }
+    }
+
+    /// The slot of `step`.
+    fn slot(&self, step: u64) -> &(AtomicU64, AtomicU64) {
+        &self.slots[(step % self.slots.len() as u64) as usize]
     }
 
     /// Sets the resourceVersion of step 0's first change.
@@ -56,7 +63,7 @@ impl Clock {
             return None;
         }
         let step = (rv - first) / self.step;
-        let (tag, ns) = &self.slots[(step % RING_STEPS as u64) as usize];
+        let (tag, ns) = self.slot(step);
         let want = step + 1;
         if tag.load(Ordering::Acquire) != want {
             return None;
@@ -73,7 +80,7 @@ impl Clock {
     /// Records `step`'s time as now: called as it starts and again as it finishes, so a
     /// change seen mid-step is measured from the step's start.
     pub(super) fn mark(&self, step: u64) {
-        let (tag, ns) = &self.slots[(step % RING_STEPS as u64) as usize];
+        let (tag, ns) = self.slot(step);
         let want = step + 1;
         if tag.load(Ordering::Acquire) != want {
             tag.store(0, Ordering::Release);
@@ -89,7 +96,7 @@ mod tests {
 
     #[test]
     fn a_marked_step_is_found_until_the_ring_overwrites_it() {
-        let clock = Clock::new(2);
+        let clock = Clock::new(2, u64::MAX);
         assert_eq!(clock.latency_ns(10), None, "before the flood");
         clock.set_first_rv(10);
         assert_eq!(clock.latency_ns(9), None, "before the first change");
@@ -103,5 +110,13 @@ mod tests {
         clock.mark(wrapped);
         assert_eq!(clock.latency_ns(10), None);
         assert!(clock.latency_ns(10 + 2 * wrapped).is_some());
+        // A short flood's ring is as long as its steps.
+        let short = Clock::new(1, 3);
+        short.set_first_rv(1);
+        short.mark(2);
+        assert!(short.latency_ns(3).is_some());
+        short.mark(5);
+        assert_eq!(short.latency_ns(3), None, "step 5 took step 2's slot");
+        assert!(short.latency_ns(6).is_some());
     }
 }

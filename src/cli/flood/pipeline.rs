@@ -85,7 +85,12 @@ pub(super) fn run_pipeline<L: ListerWatcher>(
     writer: Option<&Arc<TraceWriter>>,
 ) -> Result<bool, String> {
     let plan = Plan::new(args);
-    let clock = Arc::new(Clock::new(plan.step_len));
+    // One slot per step of an `--events` run (plus one: the last step may be short), so a
+    // small flood allocates a small ring.
+    let clock = Arc::new(Clock::new(
+        plan.step_len,
+        plan.limit.div_ceil(plan.step_len).saturating_add(1),
+    ));
     let views = add_views(
         &informer,
         args.handlers,
