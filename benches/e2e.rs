@@ -626,10 +626,14 @@ fn inproc_informer_drain(
     )
 }
 
-fn e2e_inproc(c: &mut Criterion) {
-    // As the `informer` binary does (src/main.rs): no transparent huge pages.
+/// As the `informer` binary does (src/main.rs): no transparent huge pages for this process.
+fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
+fn e2e_inproc(c: &mut Criterion) {
+    no_huge_pages();
     let dir = default_fixtures_dir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -695,9 +699,7 @@ fn e2e_inproc(c: &mut Criterion) {
 }
 
 fn e2e(c: &mut Criterion) {
-    // As the `informer` binary does (src/main.rs): no transparent huge pages.
-    #[cfg(target_os = "linux")]
-    let _ = rustix::thread::disable_transparent_huge_pages(true);
+    no_huge_pages();
     let env = Env::new();
     if std::env::var_os("E2E_SKIP_PROBE").is_none() {
         bytes_per_event(&env);

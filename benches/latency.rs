@@ -71,6 +71,7 @@ fn micros(report: &Value, key: &str) -> f64 {
 fn main() {
     let template = env_or("LATENCY_TEMPLATE", "etcd-pod");
     let handlers = env_or("LATENCY_HANDLERS", "4");
+    let handler_count: f64 = handlers.parse().expect("LATENCY_HANDLERS: a number");
     let runs: usize = env_or("LATENCY_RUNS", "3")
         .parse()
         .expect("LATENCY_RUNS: a number");
@@ -107,9 +108,8 @@ fn main() {
                 );
                 let events = r["events"].as_f64().expect("events");
                 let samples = r["latency_ns"]["samples"].as_f64().expect("samples");
-                let per_event: f64 = handlers.parse().expect("LATENCY_HANDLERS: a number");
                 assert!(
-                    samples >= 0.99 * events * per_event,
+                    samples >= 0.99 * events * handler_count,
                     "{samples} latency samples for {events} events to {handlers} handlers"
                 );
                 reached.push(events / r["generate_seconds"].as_f64().expect("generate_seconds"));
