@@ -20,7 +20,7 @@
 //! encoding are printed at start.
 //!
 //! Diagnostics (environment variables, all off by default): `E2E_THREADSTATS=1` prints, per
-//! HTTP client, each thread's CPU time, run-queue wait, timeslices, context switches and minor
+//! client (HTTP and in process), each thread's CPU time, run-queue wait, timeslices, context switches and minor
 //! page faults over the timed regions only (from `/proc/self/task`, read just before the
 //! release and just after the last change is seen); `E2E_SKIP_PROBE=1` skips the bytes-per-event probe (for
 //! profiling); `E2E_CHUNK_BYTES=N` sets the simulator's largest watch chunk (default 64 KiB;
@@ -550,10 +550,14 @@ impl InProc {
             self.opened.load(Ordering::SeqCst) > before
         });
         let target = self.sim.step(EVENTS).unwrap();
+        let ts = std::env::var_os("E2E_THREADSTATS").map(|_| thread_stats());
         let t0 = Instant::now();
         self.gate.send_replace(true);
         let teardown = done(client, target);
         let took = t0.elapsed();
+        if let Some(ts) = ts {
+            stats_add(&ts, &thread_stats(), took);
+        }
         teardown();
         took
     }
@@ -660,6 +664,7 @@ fn e2e_inproc(c: &mut Criterion) {
         g.bench_function("raw-drain", |b| {
             b.iter_custom(|iters| (0..iters).map(|_| inproc_raw_drain(p, &rt)).sum())
         });
+        stats_print(&format!("{} raw-drain", p.name));
         for handlers in [1, 4, 16] {
             g.bench_function(format!("informer-{handlers}-handlers"), |b| {
                 b.iter_custom(|iters| {
@@ -668,6 +673,7 @@ fn e2e_inproc(c: &mut Criterion) {
                         .sum()
                 })
             });
+            stats_print(&format!("{} informer-{handlers}-handlers", p.name));
         }
         // The same drain on a RealFIFO: what in-order delivery costs (BENCHMARKS.md, "RealFIFO").
         g.bench_function("informer-4-handlers-realfifo", |b| {
@@ -831,8 +837,9 @@ fn stats_print(label: &str) {
         }
         tot += v[0] as f64;
         eprintln!(
-            "  {k:>20}: cpu {:5.1} % of wall, runq-wait {:5.1} %, slices/event {:.3}, vol cs/event {:.3}, invol cs/event {:.3}, minflt/event {:.2}",
+            "  {k:>20}: cpu {:5.1} % of wall ({:.0} ns/event), runq-wait {:5.1} %, slices/event {:.3}, vol cs/event {:.3}, invol cs/event {:.3}, minflt/event {:.2}",
             v[0] as f64 / wall * 100.0,
+            v[0] as f64 / (n * EVENTS) as f64,
             v[1] as f64 / wall * 100.0,
             v[2] as f64 / (n * EVENTS) as f64,
             v[3] as f64 / (n * EVENTS) as f64,

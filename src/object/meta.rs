@@ -150,10 +150,18 @@ impl ObjectMeta {
 /// plain decimal number; Kubernetes only promises that resourceVersions are opaque strings, so
 /// callers must treat `None` as "cannot be ordered".
 pub fn parse_resource_version(rv: &str) -> Option<u64> {
-    if rv.is_empty() || !rv.bytes().all(|b| b.is_ascii_digit()) {
+    if rv.is_empty() {
         return None;
     }
-    rv.parse().ok()
+    // One pass with checked arithmetic (a check for digits then `str::parse` read it twice;
+    // every handler and the reflector parse one per event).
+    rv.bytes().try_fold(0u64, |n, b| {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d))
+    })
 }
 
 /// A cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go
@@ -304,6 +312,34 @@ impl fmt::Display for GroupVersionKind {
             write!(f, "{}.{}", self.version, self.kind)
         } else {
             write!(f, "{}.{}.{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_resource_version;
+
+    #[test]
+    fn resource_versions_parse_as_plain_decimal_u64_only() {
+        assert_eq!(parse_resource_version("0"), Some(0));
+        assert_eq!(parse_resource_version("007"), Some(7));
+        assert_eq!(parse_resource_version("123456"), Some(123_456));
+        assert_eq!(
+            parse_resource_version("18446744073709551615"),
+            Some(u64::MAX)
+        );
+        for bad in [
+            "",
+            "18446744073709551616",
+            "+1",
+            "-1",
+            "12a",
+            " 1",
+            "1.5",
+            "١",
+        ] {
+            assert_eq!(parse_resource_version(bad), None, "{bad:?}");
         }
     }
 }

@@ -52,7 +52,15 @@ impl<'a> Reader<'a> {
         self.pos >= self.end
     }
 
+    #[inline]
     fn varint(&mut self, context: &'static str) -> Result<u64, DecodeError> {
+        // Most tags and lengths of object metadata are one byte.
+        if let Some(&b) = self.buf[..self.end].get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
         match varint::read(&self.buf[self.pos..self.end]) {
             Ok((value, n)) => {
                 self.pos += n;

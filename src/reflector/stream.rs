@@ -54,6 +54,9 @@ pub(crate) struct OpenWatch<B> {
     ended: Option<End>,
     /// A read of the body already taken (while gathering ready chunks) and not yet handled.
     taken: Option<Option<Result<Bytes, ApiError>>>,
+    /// Events in the last batch: the next batch's vector starts that large (growing one of
+    /// events several hundred bytes each was a copy of every event, twice on average).
+    last_batch: usize,
 }
 
 /// Most events one read gathers from chunks the body already holds, and most bytes it takes
@@ -92,6 +95,7 @@ impl<B: Body> OpenWatch<B> {
             resource_version,
             ended: None,
             taken: None,
+            last_batch: 0,
         }
     }
 
@@ -127,7 +131,7 @@ impl<B: Body> OpenWatch<B> {
             };
             match chunk {
                 Some(Ok(chunk)) => {
-                    let mut events = Vec::new();
+                    let mut events = Vec::with_capacity(self.last_batch);
                     let mut bytes = self.decode(chunk, metrics, &mut events);
                     // Chunks the body already holds join this batch (one hand-over to the
                     // store instead of one per chunk); anything else a read returns is kept
@@ -215,6 +219,7 @@ impl<B: Body> OpenWatch<B> {
     }
 
     fn count(&mut self, events: Vec<WatchEvent>, metrics: &ReflectorMetrics) -> Vec<WatchEvent> {
+        self.last_batch = events.len().min(GATHER_EVENTS);
         self.events += events.len() as u64;
         metrics
             .events

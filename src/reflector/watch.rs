@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::object::{ApiStatus, WatchEvent};
+use crate::object::{ApiStatus, Str, WatchEvent};
 
 use super::error::{
     ReflectorError, StoreClosed, is_too_many_requests, is_watch_retriable, retry_after,
@@ -143,8 +143,9 @@ impl<L: ListerWatcher> Reflector<L> {
     ) -> Result<Option<ApiStatus>, StoreClosed> {
         let mut changes = Vec::with_capacity(events.len());
         let mut error = None;
-        let mut newest: Option<String> = None;
-        let mut bookmark = None;
+        let mut bookmark: Option<Str> = None;
+        // Whether the newest event is the bookmark (else it is the last change).
+        let mut bookmark_last = false;
         for ev in events {
             let change = match ev {
                 WatchEvent::Added(o) => WatchChange::Added(Arc::new(o)),
@@ -152,8 +153,8 @@ impl<L: ListerWatcher> Reflector<L> {
                 WatchEvent::Deleted(o) => WatchChange::Deleted(Arc::new(o)),
                 WatchEvent::Bookmark(o) => {
                     ReflectorMetrics::inc(&self.metrics.bookmarks);
-                    newest = Some(o.resource_version().to_owned());
-                    bookmark.clone_from(&newest);
+                    bookmark = Some(o.meta().resource_version.clone());
+                    bookmark_last = true;
                     continue;
                 }
                 WatchEvent::Error(s) => {
@@ -161,9 +162,18 @@ impl<L: ListerWatcher> Reflector<L> {
                     break;
                 }
             };
-            newest = Some(change.object().resource_version().to_owned());
+            bookmark_last = false;
             changes.push(change);
         }
+        // The newest resourceVersion, taken once per batch (a slice of its frame, not a copy).
+        let newest = if bookmark_last {
+            bookmark.clone()
+        } else {
+            changes
+                .last()
+                .map(|c| c.object().meta().resource_version.clone())
+                .or_else(|| bookmark.clone())
+        };
         if !changes.is_empty() {
             self.store.apply(changes)?;
         }
