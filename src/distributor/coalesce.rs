@@ -1,8 +1,8 @@
 //! The queue of an [`OverflowPolicy::CoalesceByKey`](super::OverflowPolicy::CoalesceByKey)
 //! listener: at most one pending notification per key.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::mem;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,7 +12,7 @@ use crossbeam::channel::{Receiver, Sender, TrySendError, bounded};
 use super::Notification;
 use super::marker::ReachOnDrop;
 use super::metrics::Metrics;
-use crate::object::{Object, ObjectKey};
+use crate::object::{KeyMap, Object, ObjectKey};
 
 /// Pending notifications keyed by object, in order of each key's first pending notification.
 /// The publisher merges into it under a short lock; the listener thread swaps the whole content
@@ -26,7 +26,7 @@ pub(crate) struct CoalesceQueue {
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<ObjectKey, Pending>,
+    entries: KeyMap<Pending>,
     /// Keys in first-pending order with the sequence number of the entry they were pushed for;
     /// a slot whose entry was merged away (or replaced by a newer one) is skipped.
     order: VecDeque<(ObjectKey, u64)>,

@@ -3,12 +3,12 @@
 //! a relist's entries form one group, popped as one batch (client-go's `AtomicFIFO`
 //! `ReplacedAll`).
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::delta::{Delta, DeltaType};
-use crate::object::{Object, ObjectKey};
+use crate::object::{KeyMap, KeySet, Object, ObjectKey};
 
 /// One queued change; `group` is non-zero for the entries of one relist.
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub(super) struct InOrder {
     entries: VecDeque<Queued>,
     /// Per queued key: how many entries, and the newest one's object (`None` when it is a
     /// deletion: the key is on its way out).
-    keys: HashMap<ObjectKey, (usize, Option<Arc<Object>>)>,
+    keys: KeyMap<(usize, Option<Arc<Object>>)>,
     next_group: u64,
 }
 
@@ -82,7 +82,7 @@ impl InOrder {
             return out;
         };
         let group = first.group;
-        let mut seen = HashSet::new();
+        let mut seen = KeySet::default();
         while let Some(front) = self.entries.front() {
             let fits = if group != 0 {
                 front.group == group

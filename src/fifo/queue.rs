@@ -1,7 +1,7 @@
 //! [`DeltaFifo`]: the queue and its [`Builder`]; what a pop hands out is in `batch.rs`, the
 //! state under the lock in `state.rs`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -15,7 +15,7 @@ use super::in_order::InOrder;
 use super::known::KnownObjects;
 use super::state::{InFlight, Inner, Shared, UNPOPULATED, tombstone};
 use super::transform::Transform;
-use crate::object::{Object, ObjectKey, parse_resource_version};
+use crate::object::{KeyMap, KeySet, Object, ObjectKey, parse_resource_version};
 
 /// How the queue keeps changes (client-go has both; `RealFIFO` is its default since 1.33).
 ///
@@ -115,10 +115,10 @@ impl Builder {
         DeltaFifo {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
-                    items: HashMap::new(),
+                    items: KeyMap::default(),
                     in_order: (self.kind == FifoKind::RealFifo).then(InOrder::default),
                     queue: VecDeque::new(),
-                    in_flight: HashMap::new(),
+                    in_flight: KeyMap::default(),
                     next_batch: 0,
                     initial_unpopped: 0,
                     populated: false,
@@ -215,7 +215,7 @@ impl DeltaFifo {
                 (obj.key(), obj)
             })
             .collect();
-        let listed: HashSet<ObjectKey> = list.iter().map(|(k, _)| k.clone()).collect();
+        let listed: KeySet = list.iter().map(|(k, _)| k.clone()).collect();
 
         let mut inner = self.shared.lock();
         // Recorded under the lock before any item can be popped.
@@ -280,7 +280,7 @@ impl DeltaFifo {
         &self,
         inner: &mut Inner,
         list: Vec<(ObjectKey, Arc<Object>)>,
-        listed: &HashSet<ObjectKey>,
+        listed: &KeySet,
     ) -> bool {
         let was_empty = inner.queued_len() == 0;
         let mut gone: Vec<(ObjectKey, Arc<Object>)> = {

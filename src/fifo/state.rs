@@ -2,8 +2,8 @@
 //! ([`Inner`]): the queued deltas, the in-flight overlay on the known objects, and the count of
 //! initial items not yet completed.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -13,7 +13,7 @@ use super::delta::{DeletedFinalStateUnknown, Delta, DeltaType, Deltas};
 use super::in_order::InOrder;
 use super::known::KnownObjects;
 use super::transform::Transform;
-use crate::object::{Object, ObjectKey};
+use crate::object::{KeyMap, Object, ObjectKey};
 
 /// `unsynced` before the first `replace`.
 pub(super) const UNPOPULATED: usize = usize::MAX;
@@ -41,7 +41,7 @@ pub(super) struct Inner {
     /// Deltas per queued key; a key is here iff it is in `queue` ([`FifoKind::DeltaFifo`]).
     ///
     /// [`FifoKind::DeltaFifo`]: super::FifoKind::DeltaFifo
-    pub(super) items: HashMap<ObjectKey, Deltas>,
+    pub(super) items: KeyMap<Deltas>,
     /// Every change in order ([`FifoKind::RealFifo`]; `items` and `queue` stay empty).
     ///
     /// [`FifoKind::RealFifo`]: super::FifoKind::RealFifo
@@ -58,7 +58,7 @@ pub(super) struct Inner {
     /// relist that no longer lists `x` arrives; the store does not have `x` yet, but the
     /// overlay does, so `replace` still queues the tombstone and `x` does not stay in the store
     /// as a ghost.
-    pub(super) in_flight: HashMap<ObjectKey, InFlight>,
+    pub(super) in_flight: KeyMap<InFlight>,
     pub(super) next_batch: u64,
     /// Items of the first `replace` not yet popped.
     pub(super) initial_unpopped: usize,

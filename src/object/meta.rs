@@ -164,6 +164,14 @@ pub fn parse_resource_version(rv: &str) -> Option<u64> {
     })
 }
 
+/// A hash map keyed by [`ObjectKey`] with the fast seeded hasher the store already uses
+/// (foldhash), for the DeltaFIFO and the distributor. SipHash was about 3 % of the process
+/// thread's profile samples; the end-to-end figures moved by less than their noise.
+pub(crate) type KeyMap<V> = std::collections::HashMap<ObjectKey, V, foldhash::fast::RandomState>;
+
+/// The set twin of [`KeyMap`].
+pub(crate) type KeySet = std::collections::HashSet<ObjectKey, foldhash::fast::RandomState>;
+
 /// A cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go
 /// `MetaNamespaceKeyFunc`). Cheap to clone (one shared allocation).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

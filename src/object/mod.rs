@@ -32,6 +32,7 @@ pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
 pub use meta::{
     GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version,
 };
+pub(crate) use meta::{KeyMap, KeySet};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
 pub use status::ApiStatus;
