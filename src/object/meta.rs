@@ -154,7 +154,7 @@ pub fn parse_resource_version(rv: &str) -> Option<u64> {
         return None;
     }
     // One pass with checked arithmetic (a check for digits then `str::parse` read it twice;
-    // every handler and the reflector parse one per event).
+    // the store's writer and many handlers parse one per event).
     rv.bytes().try_fold(0u64, |n, b| {
         let d = b.wrapping_sub(b'0');
         if d > 9 {
@@ -165,8 +165,9 @@ pub fn parse_resource_version(rv: &str) -> Option<u64> {
 }
 
 /// A hash map keyed by [`ObjectKey`] with the fast seeded hasher the store already uses
-/// (foldhash), for the DeltaFIFO and the distributor. SipHash was about 3 % of the process
-/// thread's profile samples; the end-to-end figures moved by less than their noise.
+/// (foldhash), for the DeltaFIFO and the distributor. SipHash showed in the processing
+/// thread's profile (`perf record`, e2e-inproc); the end-to-end figures moved by less than
+/// their noise.
 pub(crate) type KeyMap<V> = std::collections::HashMap<ObjectKey, V, foldhash::fast::RandomState>;
 
 /// The set twin of [`KeyMap`].

@@ -167,9 +167,9 @@ pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Obje
 /// `raw` (no copy).
 pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
     // The repeated fields are gathered in this thread's reused buffers and moved out in one
-    // exact-size allocation each: growing five vectors entry by entry was a tenth of a watch
-    // event's decode (reallocations and their copies). A nested call (none today) gets
-    // buffers of its own.
+    // allocation of their size each (sorted, unique map keys, as servers send them): growing
+    // five vectors entry by entry meant reallocations and copies in every watch event's
+    // decode. A nested call (none today) gets buffers of its own.
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut scratch) => decode_object_meta_into(raw, &mut scratch),
         Err(_) => decode_object_meta_into(raw, &mut Repeated::default()),
@@ -190,15 +190,39 @@ struct Repeated {
     managed_fields: Vec<Bytes>,
 }
 
+/// Entries a reused buffer keeps room for between decodes: one object with thousands of
+/// annotations must not leave megabytes reserved on every thread that decoded it.
+const KEEP_ENTRIES: usize = 256;
+
+impl Repeated {
+    /// Empties every buffer (they would hold slices of a frame) and gives back room above
+    /// [`KEEP_ENTRIES`].
+    fn reset(&mut self) {
+        fn reset<T>(v: &mut Vec<T>) {
+            v.clear();
+            v.shrink_to(KEEP_ENTRIES);
+        }
+        reset(&mut self.labels);
+        reset(&mut self.annotations);
+        reset(&mut self.owner_references);
+        reset(&mut self.finalizers);
+        reset(&mut self.managed_fields);
+    }
+}
+
 /// Moves the entries out into a vector of exactly their number (none: no allocation).
 fn exact<T>(v: &mut Vec<T>) -> Vec<T> {
     let mut out = Vec::with_capacity(v.len());
     // One copy of the whole run (`collect` from a drain moved them one by one).
     out.append(v);
+    v.shrink_to(KEEP_ENTRIES);
     out
 }
 
 fn decode_object_meta_into(raw: &Bytes, rep: &mut Repeated) -> Result<ObjectMeta, DecodeError> {
+    // Empty already unless an earlier decode on this thread unwound part-way (a panic caught
+    // by the runtime): its entries must not join this object's.
+    rep.reset();
     let mut meta = ObjectMeta::default();
     let mut r = Reader::new(raw, 0, raw.len(), "object");
     let read = (|| {
@@ -214,11 +238,7 @@ fn decode_object_meta_into(raw: &Bytes, rep: &mut Repeated) -> Result<ObjectMeta
     })();
     if let Err(e) = read {
         // Nothing of a rejected object stays in the buffers (they hold slices of its bytes).
-        rep.labels.clear();
-        rep.annotations.clear();
-        rep.owner_references.clear();
-        rep.finalizers.clear();
-        rep.managed_fields.clear();
+        rep.reset();
         return Err(e);
     }
     meta.labels = StrMap::from_unsorted(exact(&mut rep.labels));
@@ -387,4 +407,65 @@ pub(crate) fn replace_meta(raw: &Bytes, meta: &ObjectMeta) -> Result<Bytes, Deco
         }
     }
     Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare object message whose metadata has `labels` (and one finalizer per label).
+    fn object(name: &str, labels: &[(&str, &str)]) -> Vec<u8> {
+        let mut meta = ObjectMeta {
+            name: name.into(),
+            ..ObjectMeta::default()
+        };
+        for (k, v) in labels {
+            meta.labels.insert((*k).into(), (*v).into());
+            meta.finalizers.push((*k).into());
+        }
+        let mut out = Vec::new();
+        put_message(&mut out, 1, |m| encode_object_meta(&meta, m));
+        out
+    }
+
+    #[test]
+    fn a_rejected_object_leaves_nothing_in_the_next_ones_metadata() {
+        let first = object("a", &[("x", "1"), ("y", "2")]);
+        let meta = decode_object_meta(&Bytes::from(first.clone())).unwrap();
+        assert_eq!(meta.labels.len(), 2);
+        assert_eq!(meta.labels.get("y").map(|v| &**v), Some("2"));
+        // The same metadata followed by a second `ObjectMeta` occurrence whose tag is a
+        // truncated varint: an error after the first occurrence's entries were gathered.
+        let mut bad = first.clone();
+        bad.extend_from_slice(&[0x0a, 0x02, 0xff, 0xff]);
+        assert!(matches!(
+            decode_object_meta(&Bytes::from(bad)),
+            Err(DecodeError::Truncated { .. })
+        ));
+        let meta = decode_object_meta(&Bytes::from(object("b", &[("z", "3")]))).unwrap();
+        assert_eq!(&*meta.name, "b");
+        assert_eq!(meta.labels.keys().map(|k| &**k).collect::<Vec<_>>(), ["z"]);
+        assert_eq!(meta.finalizers, ["z"]);
+        assert_eq!(meta.labels.len(), 1);
+    }
+
+    #[test]
+    fn reused_buffers_keep_little_room_after_a_huge_object() {
+        let many: Vec<(String, String)> = (0..5_000)
+            .map(|i| (format!("k{i:05}"), String::new()))
+            .collect();
+        let labels: Vec<(&str, &str)> = many.iter().map(|(k, v)| (&**k, &**v)).collect();
+        let meta = decode_object_meta(&Bytes::from(object("big", &labels))).unwrap();
+        assert_eq!(meta.labels.len(), 5_000);
+        assert_eq!(meta.labels.get("k04999").map(|v| &**v), Some(""));
+        SCRATCH.with_borrow(|s| {
+            assert!(s.labels.is_empty() && s.finalizers.is_empty());
+            assert!(
+                s.labels.capacity() <= KEEP_ENTRIES,
+                "{}",
+                s.labels.capacity()
+            );
+            assert!(s.finalizers.capacity() <= KEEP_ENTRIES);
+        });
+    }
 }
