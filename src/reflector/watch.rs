@@ -172,7 +172,6 @@ impl<L: ListerWatcher> Reflector<L> {
             changes
                 .last()
                 .map(|c| c.object().meta().resource_version.clone())
-                .or_else(|| bookmark.clone())
         };
         if !changes.is_empty() {
             self.store.apply(changes)?;

@@ -38,13 +38,7 @@ impl GvkCache {
 #[inline]
 fn short_eq(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    if a.len() > 32 {
-        return a == b;
-    }
-    a.iter().zip(b).all(|(x, y)| x == y)
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// Decodes an embedded object (`RawExtension.raw`): a protobuf envelope or a JSON document.
