@@ -761,6 +761,10 @@ fn env_usize(name: &str) -> Option<usize> {
 type ThreadStats = std::collections::HashMap<(String, u64), [u64; 6]>;
 
 fn thread_stats() -> ThreadStats {
+    // The kernel adds a running thread's current timeslice to its `schedstat` only when it
+    // is switched out: without this yield the bench thread's work just before the timed
+    // region (making the changes) would be counted in it.
+    std::thread::yield_now();
     let mut out = std::collections::HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return out;

@@ -42,3 +42,4 @@ pub use watch::{
     DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,
     WatchEvent, WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
 };
+pub(crate) use watch::{FrameCache, WatchFrame};

@@ -31,6 +31,11 @@ pub struct ReflectorConfig {
     /// Largest accepted watch frame or JSON line, bytes: 16 MiB (client-go's protobuf frame
     /// reader limit). A larger one ends the watch with an error and a relist.
     pub frame_limit: usize,
+    /// Decode large batches of watch events (32 or more read at once: a backlog, a streaming
+    /// list, a flood) on helper threads too, one per further core (at most 7, shared by every
+    /// reflector in the process), events still applied in stream order. Default on; a live
+    /// watch at normal load reads one event at a time and decodes it on its own thread anyway.
+    pub parallel_decode: bool,
     /// Seed for the backoff jitter and the watch-timeout draws (default `None`: random).
     /// Deterministic tests set it.
     pub seed: Option<u64>,
@@ -46,6 +51,7 @@ impl Default for ReflectorConfig {
             label_selector: None,
             field_selector: None,
             frame_limit: DEFAULT_FRAME_LIMIT,
+            parallel_decode: true,
             seed: None,
         }
     }
@@ -99,6 +105,13 @@ impl ReflectorConfig {
     #[must_use]
     pub fn frame_limit(mut self, bytes: usize) -> Self {
         self.frame_limit = bytes;
+        self
+    }
+
+    /// Sets [`ReflectorConfig::parallel_decode`].
+    #[must_use]
+    pub fn parallel_decode(mut self, on: bool) -> Self {
+        self.parallel_decode = on;
         self
     }
 

@@ -11,6 +11,7 @@
 
 mod backoff;
 mod config;
+mod decode_pool;
 mod error;
 mod list;
 mod lister_watcher;

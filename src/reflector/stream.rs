@@ -10,7 +10,9 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use tokio::time::Instant;
 
-use crate::object::{DecodeError, WatchDecoder, WatchEvent};
+use crate::object::{DecodeError, WatchDecoder, WatchEvent, WatchFrame};
+
+use super::decode_pool::decode_frames;
 
 use super::lister_watcher::{ApiError, Body, TransportErrorKind, WatchResponse};
 use super::metrics::ReflectorMetrics;
@@ -54,9 +56,13 @@ pub(crate) struct OpenWatch<B> {
     ended: Option<End>,
     /// A read of the body already taken (while gathering ready chunks) and not yet handled.
     taken: Option<Option<Result<Bytes, ApiError>>>,
-    /// Events in the last batch: the next batch's vector starts that large (growing one of
-    /// events several hundred bytes each was a copy of every event, twice on average).
+    /// Frames in the last batch: the next batch's vector starts that large.
     last_batch: usize,
+    /// Whether large batches are decoded with the helper threads
+    /// ([`ReflectorConfig::parallel_decode`](super::ReflectorConfig::parallel_decode)).
+    share_decode: bool,
+    /// An ERROR event was cut from the stream: no further chunk is read.
+    error_framed: bool,
 }
 
 /// Most events one read gathers from chunks the body already holds, and most bytes it takes
@@ -78,12 +84,14 @@ impl<B> std::fmt::Debug for OpenWatch<B> {
 
 impl<B: Body> OpenWatch<B> {
     /// Wraps a watch response opened just now from `resource_version`, reading for at most
-    /// `timeout`, rejecting frames over `frame_limit` bytes.
+    /// `timeout`, rejecting frames over `frame_limit` bytes, sharing the decoding of large
+    /// batches with helper threads when `share_decode` is set.
     pub(crate) fn new(
         resp: WatchResponse<B>,
         resource_version: String,
         timeout: Duration,
         frame_limit: usize,
+        share_decode: bool,
     ) -> Self {
         let opened = Instant::now();
         OpenWatch {
@@ -96,6 +104,8 @@ impl<B: Body> OpenWatch<B> {
             ended: None,
             taken: None,
             last_batch: 0,
+            share_decode,
+            error_framed: false,
         }
     }
 
@@ -131,27 +141,24 @@ impl<B: Body> OpenWatch<B> {
             };
             match chunk {
                 Some(Ok(chunk)) => {
-                    let mut events = Vec::with_capacity(self.last_batch);
-                    let mut bytes = self.decode(chunk, metrics, &mut events);
+                    let mut frames = Vec::with_capacity(self.last_batch);
+                    let mut bytes = self.frame(chunk, metrics, &mut frames);
                     // Chunks the body already holds join this batch (one hand-over to the
                     // store instead of one per chunk); anything else a read returns is kept
                     // for the next call. Polling once and dropping a pending read is fine:
                     // `next_chunk` is cancel safe. An ERROR event ends the gathering: the
                     // watch is over once it is handled, so nothing after it is read (what is
-                    // read from a stream does not depend on how its chunks were timed).
-                    let is_error = |e: &WatchEvent| matches!(e, WatchEvent::Error(_));
-                    let mut error = events.iter().any(is_error);
+                    // read from a stream does not depend on how its chunks were timed; a
+                    // recorded trace replays the same reads).
                     while self.ended.is_none()
-                        && !error
-                        && events.len() < GATHER_EVENTS
+                        && !self.error_framed
+                        && frames.len() < GATHER_EVENTS
                         && bytes < GATHER_BYTES
                         && Instant::now() < self.deadline
                     {
                         match self.body.next_chunk().now_or_never() {
                             Some(Some(Ok(chunk))) => {
-                                let before = events.len();
-                                bytes += self.decode(chunk, metrics, &mut events);
-                                error = events[before..].iter().any(is_error);
+                                bytes += self.frame(chunk, metrics, &mut frames);
                             }
                             Some(other) => {
                                 self.taken = Some(other);
@@ -159,6 +166,24 @@ impl<B: Body> OpenWatch<B> {
                             }
                             None => break,
                         }
+                    }
+                    let mut events = Vec::new();
+                    if let Some(e) = decode_frames(
+                        frames,
+                        self.decoder.frame_cache(),
+                        self.share_decode,
+                        &mut events,
+                    ) {
+                        // Earlier in the stream than any framing error after it.
+                        self.ended = Some(End::Failed(ApiError::Decode(e)));
+                    }
+                    // An ERROR event ends the watch once it is handled: nothing after it is
+                    // delivered, however the stream's chunks were cut.
+                    if let Some(i) = events
+                        .iter()
+                        .position(|e| matches!(e, WatchEvent::Error(_)))
+                    {
+                        events.truncate(i + 1);
                     }
                     if !events.is_empty() {
                         return Received::Events(self.count(events, metrics));
@@ -194,20 +219,23 @@ impl<B: Body> OpenWatch<B> {
         }
     }
 
-    /// Decodes one received chunk, appending its complete events to `events` (a decode error
-    /// ends the stream after them). Returns the chunk's length.
-    fn decode(
+    /// Cuts one received chunk into frames, appending the complete ones to `frames` (a framing
+    /// error ends the stream after them). Returns the chunk's length.
+    fn frame(
         &mut self,
         chunk: Bytes,
         metrics: &ReflectorMetrics,
-        events: &mut Vec<WatchEvent>,
+        frames: &mut Vec<WatchFrame>,
     ) -> usize {
         let len = chunk.len();
         metrics.watch_bytes.fetch_add(len as u64, Ordering::Relaxed);
         self.decoder.push(chunk);
         loop {
-            match self.decoder.next_event() {
-                Ok(Some(ev)) => events.push(ev),
+            match self.decoder.next_frame() {
+                Ok(Some(f)) => {
+                    self.error_framed |= f.is_error();
+                    frames.push(f);
+                }
                 Ok(None) => break,
                 Err(e) => {
                     self.ended = Some(End::Failed(ApiError::Decode(e)));
@@ -258,7 +286,7 @@ mod tests {
             body: Flood(Bytes::from(frame)),
         };
         let metrics = ReflectorMetrics::default();
-        let mut open = OpenWatch::new(resp, "1".into(), Duration::from_secs(10), 1 << 20);
+        let mut open = OpenWatch::new(resp, "1".into(), Duration::from_secs(10), 1 << 20, true);
         // Every chunk is ready: one read gathers a bounded batch of them.
         let Received::Events(first) = open.next(&metrics).await else {
             panic!("no events")

@@ -45,6 +45,7 @@ impl<L: ListerWatcher> Reflector<L> {
                     rv,
                     timeout,
                     self.config.frame_limit,
+                    self.config.parallel_decode,
                 )))
             }
             Err(source) => {

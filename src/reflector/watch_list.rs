@@ -66,6 +66,7 @@ impl<L: ListerWatcher> Reflector<L> {
             rv.clone(),
             timeout,
             self.config.frame_limit,
+            self.config.parallel_decode,
         ));
         let mut state: BTreeMap<ObjectKey, Arc<Object>> = BTreeMap::new();
         loop {

@@ -159,6 +159,18 @@ impl Chunks {
 
     /// Removes and returns the first `n` bytes (`n <= buffered`, checked by callers).
     pub(super) fn take(&mut self, n: usize) -> Bytes {
+        let (piece, compact) = self.take_deferred(n);
+        if compact {
+            Bytes::copy_from_slice(&piece)
+        } else {
+            piece
+        }
+    }
+
+    /// As [`Chunks::take`], but a piece that compaction would copy out is returned as a slice
+    /// of its chunk with `true`: the caller copies it (possibly on another thread) before it
+    /// keeps it.
+    pub(super) fn take_deferred(&mut self, n: usize) -> (Bytes, bool) {
         if !self.partial.is_empty() {
             // The piece started in chunks already released: complete it in `partial`.
             self.buffered -= n;
@@ -179,29 +191,25 @@ impl Chunks {
                     bytes::Buf::advance(front, want);
                 }
             }
-            return if self.partial.len() == n {
+            let piece = if self.partial.len() == n {
                 std::mem::take(&mut self.partial).freeze()
             } else {
                 self.partial.split_to(n).freeze()
             };
+            return (piece, false);
         }
         self.buffered -= n;
         self.offset += n as u64;
         let Some(front) = self.chunks.front_mut() else {
-            return Bytes::new();
+            return (Bytes::new(), false);
         };
         if front.len() >= n {
-            let out = if self.compact > 0 && n.saturating_mul(self.compact) < self.front_chunk_len {
-                let copy = Bytes::copy_from_slice(&front[..n]);
-                bytes::Buf::advance(front, n);
-                copy
-            } else {
-                front.split_to(n)
-            };
+            let compact = self.compact > 0 && n.saturating_mul(self.compact) < self.front_chunk_len;
+            let out = front.split_to(n);
             if front.is_empty() {
                 self.pop_front();
             }
-            return out;
+            return (out, compact);
         }
         let mut buf = BytesMut::with_capacity(n);
         while buf.len() < n {
@@ -217,6 +225,6 @@ impl Chunks {
                 bytes::Buf::advance(front, want);
             }
         }
-        buf.freeze()
+        (buf.freeze(), false)
     }
 }

@@ -105,6 +105,35 @@ pub(super) fn decode_pb_event(
     WatchEvent::from_parts(t, Some(obj), None, 0)
 }
 
+/// Whether a protobuf `WatchEvent` frame is an ERROR event, read from its type field alone
+/// (`false` for a frame that does not decode: decoding it reports why).
+pub(super) fn pb_event_is_error(frame: &Bytes) -> bool {
+    let mut r = Reader::new(frame, 0, frame.len(), "WatchEvent");
+    while let Ok(Some(f)) = r.next_field() {
+        if f.number == 1 {
+            return r.str(&f).is_ok_and(|t| t == WatchEventType::Error.as_str());
+        }
+        if r.skip(&f).is_err() {
+            break;
+        }
+    }
+    false
+}
+
+/// Whether a JSON watch line is an ERROR event (`false` for a line that does not parse).
+/// Only a line holding the bytes `ERROR` is parsed.
+pub(super) fn json_event_is_error(line: &Bytes) -> bool {
+    #[derive(Deserialize)]
+    struct TypeOnly<'a> {
+        #[serde(rename = "type", borrow)]
+        event_type: std::borrow::Cow<'a, str>,
+    }
+    let name = WatchEventType::Error.as_str().as_bytes();
+    line.windows(name.len()).any(|w| w == name)
+        && serde_json::from_slice::<TypeOnly<'_>>(line)
+            .is_ok_and(|l| l.event_type == WatchEventType::Error.as_str())
+}
+
 /// Decodes one JSON watch line `{"type":"ADDED","object":{...}}` held in `line`.
 pub(super) fn decode_json_event(
     line: &Bytes,

@@ -42,6 +42,21 @@ impl FrameDecoder {
     /// # Errors
     /// [`DecodeError::FrameTooLarge`] when the length prefix exceeds the limit.
     pub fn next_frame(&mut self) -> Result<Option<(u64, Bytes)>, DecodeError> {
+        Ok(self.next_frame_deferred()?.map(|(offset, frame, compact)| {
+            let frame = if compact {
+                Bytes::copy_from_slice(&frame)
+            } else {
+                frame
+            };
+            (offset, frame)
+        }))
+    }
+
+    /// As [`FrameDecoder::next_frame`], but a frame that compaction would copy out is returned
+    /// as a slice of its chunk with `true`: the caller copies it before it keeps any of it.
+    pub(crate) fn next_frame_deferred(
+        &mut self,
+    ) -> Result<Option<(u64, Bytes, bool)>, DecodeError> {
         let Some(prefix) = self.buf.peek::<4>() else {
             self.buf.detach(4);
             return Ok(None);
@@ -61,7 +76,8 @@ impl FrameDecoder {
         }
         self.buf.skip(4);
         let offset = self.buf.offset();
-        Ok(Some((offset, self.buf.take(len))))
+        let (frame, compact) = self.buf.take_deferred(len);
+        Ok(Some((offset, frame, compact)))
     }
 
     /// Checks that the stream ended on a frame boundary.

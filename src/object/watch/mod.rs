@@ -15,3 +15,4 @@ pub use event::{WatchEvent, WatchEventType};
 pub use frame::FrameDecoder;
 pub use line::LineDecoder;
 pub use stream::{DEFAULT_FRAME_LIMIT, WatchDecoder, WatchFormat};
+pub(crate) use stream::{FrameCache, WatchFrame};

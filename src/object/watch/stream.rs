@@ -3,7 +3,9 @@
 
 use bytes::Bytes;
 
-use super::decode::{GvkCache, decode_json_event, decode_pb_event};
+use super::decode::{
+    GvkCache, decode_json_event, decode_pb_event, json_event_is_error, pb_event_is_error,
+};
 use super::event::WatchEvent;
 use super::frame::FrameDecoder;
 use super::line::LineDecoder;
@@ -44,7 +46,53 @@ enum Framer {
 #[derive(Debug)]
 pub struct WatchDecoder {
     framer: Framer,
-    gvks: GvkCache,
+    cache: FrameCache,
+}
+
+/// One event cut from a watch stream by [`WatchDecoder::next_frame`] and not yet decoded: a
+/// protobuf frame's payload or a JSON line, with its stream offset. [`WatchFrame::decode`]
+/// decodes it on any thread, so a batch of frames can be decoded in parallel.
+#[derive(Debug)]
+pub(crate) struct WatchFrame {
+    offset: u64,
+    /// The payload; a slice of a received chunk still to be copied out when `compact`.
+    bytes: Bytes,
+    /// Copy `bytes` out before decoding: what the decoded object keeps must not hold the
+    /// chunk alive (compaction, done here so that the copy runs on the decoding thread).
+    compact: bool,
+    json: bool,
+}
+
+/// What decoding frames reuses from one to the next (the last group/version/kind): one per
+/// thread that decodes frames.
+#[derive(Debug, Default)]
+pub(crate) struct FrameCache(GvkCache);
+
+impl WatchFrame {
+    /// Whether the frame is an ERROR event (read from its type alone; `false` when that does
+    /// not decode). The reflector stops reading the stream at one.
+    pub(crate) fn is_error(&self) -> bool {
+        if self.json {
+            json_event_is_error(&self.bytes)
+        } else {
+            pb_event_is_error(&self.bytes)
+        }
+    }
+
+    /// Decodes the event.
+    ///
+    /// # Errors
+    /// Event decode errors, at stream offsets.
+    pub(crate) fn decode(&self, cache: &mut FrameCache) -> Result<WatchEvent, DecodeError> {
+        let ev = if self.json {
+            decode_json_event(&self.bytes, &mut cache.0)
+        } else if self.compact {
+            decode_pb_event(&Bytes::copy_from_slice(&self.bytes), &mut cache.0)
+        } else {
+            decode_pb_event(&self.bytes, &mut cache.0)
+        };
+        ev.map_err(|e| e.shifted(self.offset))
+    }
 }
 
 impl WatchDecoder {
@@ -55,7 +103,7 @@ impl WatchDecoder {
                 WatchFormat::Protobuf => Framer::Protobuf(FrameDecoder::new(limit)),
                 WatchFormat::Json => Framer::Json(LineDecoder::new(limit)),
             },
-            gvks: GvkCache::default(),
+            cache: FrameCache::default(),
         }
     }
 
@@ -83,20 +131,39 @@ impl WatchDecoder {
     /// Framing errors (oversized frame) and event decode errors, with stream offsets. After an
     /// error the stream should be dropped (the reflector relists).
     pub fn next_event(&mut self) -> Result<Option<WatchEvent>, DecodeError> {
-        match &mut self.framer {
-            Framer::Protobuf(f) => match f.next_frame()? {
-                Some((off, frame)) => decode_pb_event(&frame, &mut self.gvks)
-                    .map(Some)
-                    .map_err(|e| e.shifted(off)),
-                None => Ok(None),
-            },
-            Framer::Json(l) => match l.next_line()? {
-                Some((off, line)) => decode_json_event(&line, &mut self.gvks)
-                    .map(Some)
-                    .map_err(|e| e.shifted(off)),
-                None => Ok(None),
-            },
+        match self.next_frame()? {
+            Some(frame) => frame.decode(&mut self.cache).map(Some),
+            None => Ok(None),
         }
+    }
+
+    /// The next complete event undecoded, or `None` until more bytes arrive.
+    ///
+    /// # Errors
+    /// Framing errors (oversized frame), with stream offsets.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<WatchFrame>, DecodeError> {
+        Ok(match &mut self.framer {
+            Framer::Protobuf(f) => {
+                f.next_frame_deferred()?
+                    .map(|(offset, bytes, compact)| WatchFrame {
+                        offset,
+                        bytes,
+                        compact,
+                        json: false,
+                    })
+            }
+            Framer::Json(l) => l.next_line()?.map(|(offset, bytes)| WatchFrame {
+                offset,
+                bytes,
+                compact: false,
+                json: true,
+            }),
+        })
+    }
+
+    /// This decoder's [`FrameCache`], for decoding the frames it cut on this thread.
+    pub(crate) fn frame_cache(&mut self) -> &mut FrameCache {
+        &mut self.cache
     }
 
     /// Ends the stream: returns a last unterminated JSON event if any.
@@ -108,7 +175,7 @@ impl WatchDecoder {
         match &mut self.framer {
             Framer::Protobuf(f) => f.finish().map(|()| None),
             Framer::Json(l) => match l.finish() {
-                Some((off, line)) => decode_json_event(&line, &mut self.gvks)
+                Some((off, line)) => decode_json_event(&line, &mut self.cache.0)
                     .map(Some)
                     .map_err(|e| e.shifted(off)),
                 None => Ok(None),
