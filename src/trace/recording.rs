@@ -41,12 +41,21 @@ impl<B: Body> Body for RecordingBody<B> {
     /// The inner body's next chunk, recorded once it arrived. Cancel safe as the inner body:
     /// the record is written in the same poll that returns the chunk.
     async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
-        let next = self.inner.next_chunk().await;
+        // Whether the read completed at its first poll: a reflector gathering the chunks a body
+        // holds polls once, so a replay must hand such a record over without waiting.
+        let mut polls = 0u32;
+        let mut read = std::pin::pin!(self.inner.next_chunk());
+        let next = std::future::poll_fn(|cx| {
+            polls += 1;
+            read.as_mut().poll(cx)
+        })
+        .await;
         if self.done {
             return next;
         }
         let mut record = TraceRecord {
             stream: self.stream,
+            ready: polls == 1,
             ..Default::default()
         };
         match &next {

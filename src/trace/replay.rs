@@ -240,6 +240,9 @@ impl Body for ReplayBody {
                 {
                     None
                 }
+                // An end the recording client read without waiting (while gathering ready
+                // chunks) is ready here too, or the replaying reflector would stop short of it.
+                Some((_, r)) if r.stream == self.stream && r.ready => None,
                 Some((_, r)) => Some(r.nanos),
                 None => None,
             }
