@@ -1,6 +1,7 @@
 //! [`decode_frames`]: a batch of watch frames decoded on the reflector's thread together with
 //! process-wide helper threads, events back in stream order.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 
@@ -59,7 +60,7 @@ pub(crate) fn decode_frames(
         // Helpers hold the job only while they work on it: one that comes to it after the
         // batch is done finds it gone, and the frames (slices of received chunks) are freed
         // when this function returns. A helper that is gone (its thread panicked) leaves the
-        // work to the others.
+        // work to the others (a panic while decoding is caught: see `Failure::Panic`).
         let _ = pool.jobs.send(Arc::downgrade(&job));
     }
     job.work(cache);
@@ -77,8 +78,11 @@ pub(crate) fn decode_frames(
     for b in decoded {
         out.extend(b.events);
         // A skipped block starts after a failed one, so the loop never reaches it.
-        if b.error.is_some() {
-            return b.error;
+        match b.error {
+            None => {}
+            Some(Failure::Decode(e)) => return Some(e),
+            // Raised here, on the reflector's thread, as decoding alone would have.
+            Some(Failure::Panic(p)) => std::panic::resume_unwind(p),
         }
     }
     None
@@ -138,11 +142,20 @@ struct Done {
 }
 
 /// The events of frames `start..start + BLOCK` (fewer when one failed; none when skipped
-/// after an earlier failure) and the error that stopped it.
+/// after an earlier failure) and what stopped it.
 struct Block {
     start: usize,
     events: Vec<WatchEvent>,
-    error: Option<DecodeError>,
+    error: Option<Failure>,
+}
+
+/// Why a block stopped short.
+enum Failure {
+    Decode(DecodeError),
+    /// Decoding a frame panicked (a bug): the payload, re-raised by the caller. Caught so that
+    /// the block is still counted (the caller would otherwise wait for it forever) and the
+    /// helper thread lives on.
+    Panic(Box<dyn std::any::Any + Send>),
 }
 
 impl Job {
@@ -152,8 +165,8 @@ impl Job {
     }
 
     /// Claims and decodes blocks until none is left. Every claimed block is recorded, decoded
-    /// or (when it starts after a failed one) skipped, so the frames recorded reach the total exactly once all
-    /// claims are done.
+    /// or (when it starts after a failed one) skipped, so the frames recorded reach the total
+    /// exactly once all claims are done.
     fn work(&self, cache: &mut FrameCache) {
         let total = self.frames.len();
         loop {
@@ -165,15 +178,19 @@ impl Job {
             let mut events = Vec::with_capacity(end - start);
             let mut error = None;
             if start < self.failed.load(Ordering::Relaxed) {
-                for f in &self.frames[start..end] {
-                    match f.decode(cache) {
-                        Ok(ev) => events.push(ev),
-                        Err(e) => {
-                            self.failed.fetch_min(start, Ordering::Relaxed);
-                            error = Some(e);
-                            break;
-                        }
+                let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    for f in &self.frames[start..end] {
+                        events.push(f.decode(cache)?);
                     }
+                    Ok(())
+                }));
+                error = match decoded {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(Failure::Decode(e)),
+                    Err(p) => Some(Failure::Panic(p)),
+                };
+                if error.is_some() {
+                    self.failed.fetch_min(start, Ordering::Relaxed);
                 }
             }
             let mut done = self.lock();

@@ -147,9 +147,10 @@ impl<B: Body> OpenWatch<B> {
                     // store instead of one per chunk); anything else a read returns is kept
                     // for the next call. Polling once and dropping a pending read is fine:
                     // `next_chunk` is cancel safe. An ERROR event ends the gathering: the
-                    // watch is over once it is handled, so nothing after it is read (what is
-                    // read from a stream does not depend on how its chunks were timed; a
-                    // recorded trace replays the same reads).
+                    // watch is over once it is handled, so nothing after it is read. A frame
+                    // that fails to decode is only found once the batch is decoded: chunks the
+                    // body already held are read and dropped with it (a recorded trace marks
+                    // reads that did not wait, so a replay reads the same).
                     while self.ended.is_none()
                         && !self.error_framed
                         && frames.len() < GATHER_EVENTS
@@ -179,11 +180,14 @@ impl<B: Body> OpenWatch<B> {
                     }
                     // An ERROR event ends the watch once it is handled: nothing after it is
                     // delivered, however the stream's chunks were cut.
-                    if let Some(i) = events
+                    match events
                         .iter()
                         .position(|e| matches!(e, WatchEvent::Error(_)))
                     {
-                        events.truncate(i + 1);
+                        Some(i) => events.truncate(i + 1),
+                        // A frame that looked like an ERROR (its first `type` field) decoded
+                        // as another event (a later `type` field wins): gathering resumes.
+                        None => self.error_framed = false,
                     }
                     if !events.is_empty() {
                         return Received::Events(self.count(events, metrics));
