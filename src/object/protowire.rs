@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::DecodeError;
-use super::text::Str;
+use super::string::Str;
 use super::varint::{self, VarintError};
 
 pub(crate) const WT_VARINT: u8 = 0;
@@ -145,10 +145,11 @@ impl<'a> Reader<'a> {
         Ok(self.str(f)?.to_owned())
     }
 
-    /// A `string` field as a [`Str`] slice of the buffer (no copy), UTF-8 checked.
+    /// A `string` field as a [`Str`], UTF-8 checked: a slice of the buffer (no copy) when
+    /// longer than 23 bytes, else held inline.
     pub(crate) fn str_slice(&mut self, f: &Field) -> Result<Str, DecodeError> {
         let (s, e) = self.len_delimited(f)?;
-        Str::try_from(self.buf.slice(s..e)).map_err(|_| DecodeError::InvalidUtf8 {
+        Str::from_utf8_in(self.buf, s..e).map_err(|_| DecodeError::InvalidUtf8 {
             message: self.message,
             field: f.number,
             offset: s as u64,
