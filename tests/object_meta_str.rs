@@ -1,6 +1,5 @@
 //! Zero-copy metadata strings ([`Str`]) and the sorted label map ([`StrMap`]): decoded strings
-//! longer than 23 bytes are slices of the object's own bytes and shorter ones are held inline,
-//! JSON escapes are unescaped, repeated and unsorted map
+//! are slices of the object's own bytes, JSON escapes are unescaped, repeated and unsorted map
 //! entries follow protobuf / Go JSON semantics (sorted, last value wins), bad UTF-8 is a typed
 //! error, and re-encoding metadata does not keep the old buffer alive.
 
@@ -23,19 +22,6 @@ fn inside(buf: &[u8], s: &str) -> bool {
     p >= b && p + s.len() <= b + buf.len()
 }
 
-/// Text held inline in a [`Str`] (not a slice of any buffer).
-const INLINE: usize = 23;
-
-/// Whether `s` is what a decoded string should be: a slice of `buf` when long, held inline
-/// (in the `Str` itself) when short.
-fn sliced_or_inline(buf: &[u8], s: &Str) -> bool {
-    if s.len() > INLINE {
-        s.is_shared() && inside(buf, s)
-    } else {
-        !s.is_shared() && !inside(buf, s)
-    }
-}
-
 fn all_strings(m: &object::ObjectMeta) -> Vec<&Str> {
     let mut v = vec![&m.name, &m.namespace, &m.uid, &m.resource_version];
     for (k, val) in &m.labels {
@@ -54,30 +40,12 @@ fn all_strings(m: &object::ObjectMeta) -> Vec<&Str> {
 
 #[test]
 fn protobuf_metadata_strings_are_slices_of_the_object_bytes() {
-    let (mut long, mut short) = (0, 0);
-    for path in [
-        "k8s-testdata/HEAD/core.v1.Pod.pb",
-        "real/auger-etcd-real-protobuf/storage__pod.bin",
-    ] {
-        let mut bytes = fixture(path);
-        // The etcd dump ends with a newline after the protobuf envelope.
-        if bytes.last() == Some(&b'\n') && path.ends_with(".bin") {
-            bytes.truncate(bytes.len() - 1);
-        }
-        let obj = object::decode(bytes).unwrap();
-        let strings = all_strings(obj.meta());
-        assert!(strings.len() >= 10, "{path}: {strings:?}");
-        for s in strings {
-            assert!(sliced_or_inline(obj.raw(), s), "{s:?}: {}", s.is_shared());
-            if s.len() > INLINE {
-                long += 1;
-            } else {
-                short += 1;
-            }
-        }
+    let obj = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
+    let strings = all_strings(obj.meta());
+    assert!(strings.len() >= 10, "{strings:?}");
+    for s in strings {
+        assert!(inside(obj.raw(), s), "{s:?} is not a slice of the object");
     }
-    // The etcd Pod has uids and long label keys; the HEAD Pod's strings are all short.
-    assert!(long >= 3 && short >= 10, "{long} long, {short} short");
 }
 
 #[test]
@@ -94,11 +62,11 @@ fn json_metadata_strings_without_escapes_are_slices_of_the_document() {
         if serde_json::to_string(&**s).unwrap().contains('\\') {
             assert!(!inside(obj.raw(), s), "{s:?}");
         } else {
-            assert!(sliced_or_inline(obj.raw(), s), "{s:?}: {}", s.is_shared());
-            sliced += usize::from(s.is_shared());
+            assert!(inside(obj.raw(), s), "{s:?} is not a slice of the document");
+            sliced += 1;
         }
     }
-    assert!(sliced >= 5, "only {sliced} long plain strings");
+    assert!(sliced >= 10, "only {sliced} plain strings");
 }
 
 #[test]
@@ -114,10 +82,10 @@ fn json_strings_with_escapes_are_unescaped() {
         !inside(&input, &m.name),
         "an unescaped string is its own copy"
     );
-    assert!(!m.namespace.is_shared() && !inside(&input, &m.namespace));
+    assert!(inside(&input, &m.namespace));
     assert_eq!(m.labels["k\"q"], "v\\n");
     assert_eq!(m.labels["plain"], "x");
-    assert!(!m.labels["plain"].is_shared());
+    assert!(inside(&input, &m.labels["plain"]));
     assert_eq!(m.finalizers, vec![Str::from("f/1")]);
     assert_eq!(m.owner_references[0].name, "r\ts");
     assert_eq!(m.owner_references[0].kind, "ReplicaSet");
@@ -201,10 +169,7 @@ fn with_meta_does_not_keep_the_old_buffer() {
     let lean = obj.without_managed_fields().unwrap();
     assert!(lean.meta().managed_fields.is_empty());
     for s in all_strings(lean.meta()) {
-        assert!(
-            sliced_or_inline(lean.raw(), s),
-            "{s:?} is not in the new bytes"
-        );
+        assert!(inside(lean.raw(), s), "{s:?} is not in the new bytes");
         assert!(
             !inside(obj.raw(), s),
             "{s:?} still points into the old bytes"

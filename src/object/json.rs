@@ -8,7 +8,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use bytestring::ByteString;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,8 +16,7 @@ use serde_json::value::RawValue;
 use super::DecodeError;
 use super::encoding::Encoding;
 use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
-use super::string::Str;
-use super::text::StrMap;
+use super::text::{Str, StrMap};
 use super::value::Object;
 
 /// A `T` read only from a JSON object. serde's derived structs also accept a JSON array (the
@@ -225,12 +223,11 @@ struct JsonOwnerRefOut<'a> {
     block_owner_deletion: Option<bool>,
 }
 
-/// Turns decoded JSON strings into [`Str`]s: a long borrowed string becomes a slice of the
-/// metadata's bytes (no copy), a short one is held inline, a long unescaped one takes over its
-/// `String`.
+/// Turns decoded JSON strings into [`Str`]s: a borrowed string becomes a slice of the
+/// metadata's bytes (no copy), an unescaped one takes over its `String`.
 struct Slicer {
     /// The `metadata` member's text; borrowed strings lie inside it.
-    text: ByteString,
+    text: Str,
 }
 
 impl Slicer {
@@ -239,7 +236,7 @@ impl Slicer {
             Cow::Borrowed(b) => {
                 let start = (b.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
                 if start <= self.text.len() && b.len() <= self.text.len() - start {
-                    Str::slice_of(&self.text, b)
+                    self.text.slice_ref(b)
                 } else {
                     // Not from the metadata text (cannot happen with serde_json): copy it.
                     Str::from(b)
@@ -277,7 +274,7 @@ fn parse_time(s: &str) -> Result<Time, String> {
 }
 
 /// Decodes a JSON `metadata` member. `base` is its offset in the input, for error messages.
-/// Long strings without escapes become slices of `input` (which must hold `raw`).
+/// Strings without escapes become slices of `input` (which must hold `raw`).
 pub(crate) fn decode_meta(
     input: &Bytes,
     raw: &RawValue,
@@ -289,10 +286,9 @@ pub(crate) fn decode_meta(
     let start = offset_in(input, text.as_bytes()) as usize;
     let text = if start <= input.len() && text.len() <= input.len() - start {
         // A `&str` is UTF-8: the check cannot fail, it only costs one pass over the metadata.
-        ByteString::try_from(input.slice(start..start + text.len()))
-            .unwrap_or_else(|_| ByteString::from(text))
+        Str::try_from(input.slice(start..start + text.len())).unwrap_or_else(|_| Str::from(text))
     } else {
-        ByteString::from(text)
+        Str::from(text)
     };
     let sl = Slicer { text };
     let time = |s: Option<JStr<'_>>| -> Result<Option<Time>, DecodeError> {

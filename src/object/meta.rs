@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::string::Str;
-use super::text::StrMap;
+use super::text::{Str, StrMap};
 
 /// A point in time as the API server encodes it (`meta.v1.Time`): seconds since the Unix epoch
 /// plus nanoseconds. JSON carries it as an RFC 3339 string with second precision
@@ -30,8 +29,8 @@ impl Time {
     }
 }
 
-/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`). Decoded strings longer
-/// than 23 bytes are slices of the received frame, shorter ones are held inline (see [`Str`]).
+/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`). Decoded strings are
+/// slices of the received frame (see [`Str`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct OwnerReference {
     /// `apiVersion` of the owner, e.g. `apps/v1`.
@@ -52,9 +51,9 @@ pub struct OwnerReference {
 /// `../shared/fixtures/README.md`, upstream `apimachinery/pkg/apis/meta/v1/types.go`).
 ///
 /// Absent strings decode as empty strings, as in Go. Decoded strings ([`Str`], label and
-/// annotation entries in a [`StrMap`]) are validated UTF-8: those longer than 23 bytes are
-/// slices of the input buffer, not copies (JSON strings with escapes are the exception: they
-/// are unescaped into their own bytes), shorter ones are held inline; build them from text with `"x".into()`. `managedFields` is kept undecoded: one
+/// annotation entries in a [`StrMap`]) are validated-UTF-8 slices of the input buffer, not
+/// copies (JSON strings with escapes are the exception: they are unescaped into their own
+/// bytes); build them from text with `"x".into()`. `managedFields` is kept undecoded: one
 /// [`Bytes`] slice of the input per entry (decode one on demand with
 /// `ManagedFieldsEntry`); JSON input keeps the JSON array text as one slice.
 ///
@@ -105,9 +104,8 @@ impl ObjectMeta {
         parse_resource_version(&self.resource_version)
     }
 
-    /// The same metadata with every string and managed-fields entry copied (into its own
-    /// allocation, or inline when short), so that it no longer keeps the buffer it was decoded
-    /// from alive.
+    /// The same metadata with every string and managed-fields entry copied into its own
+    /// allocation, so that it no longer keeps the buffer it was decoded from alive.
     pub fn detached(&self) -> ObjectMeta {
         let own = |s: &Str| Str::from(&**s);
         ObjectMeta {

@@ -20,7 +20,6 @@ mod partial;
 mod protobuf;
 mod protowire;
 mod status;
-mod string;
 mod text;
 mod value;
 pub(crate) mod varint;
@@ -37,8 +36,7 @@ pub(crate) use meta::{KeyMap, KeySet};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
 pub use status::ApiStatus;
-pub use string::Str;
-pub use text::{StrMap, StrMapIter};
+pub use text::{Str, StrMap, StrMapIter};
 pub use value::Object;
 pub use watch::{
     DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,

@@ -13,8 +13,7 @@ use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
 use super::protowire::{
     Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
-use super::string::Str;
-use super::text::StrMap;
+use super::text::{Str, StrMap};
 use super::value::Object;
 use super::varint;
 
@@ -164,8 +163,8 @@ pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Obje
 }
 
 /// Reads `ObjectMeta` out of a bare object message: every occurrence of field 1 is merged, as
-/// protobuf requires; all other top-level fields are skipped by length. Strings longer than
-/// 23 bytes are slices of `raw` (no copy), shorter ones are held inline (see [`Str`]).
+/// protobuf requires; all other top-level fields are skipped by length. Strings are slices of
+/// `raw` (no copy).
 pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
     // The repeated fields are gathered in this thread's reused buffers and moved out in one
     // allocation of their size each (sorted, unique map keys, as servers send them): growing

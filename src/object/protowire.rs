@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use super::DecodeError;
-use super::string::Str;
+use super::text::Str;
 use super::varint::{self, VarintError};
 
 pub(crate) const WT_VARINT: u8 = 0;
@@ -145,11 +145,10 @@ impl<'a> Reader<'a> {
         Ok(self.str(f)?.to_owned())
     }
 
-    /// A `string` field as a [`Str`], UTF-8 checked: a slice of the buffer (no copy) when
-    /// longer than 23 bytes, else held inline.
+    /// A `string` field as a [`Str`] slice of the buffer (no copy), UTF-8 checked.
     pub(crate) fn str_slice(&mut self, f: &Field) -> Result<Str, DecodeError> {
         let (s, e) = self.len_delimited(f)?;
-        Str::from_utf8_in(self.buf, s..e).map_err(|_| DecodeError::InvalidUtf8 {
+        Str::try_from(self.buf.slice(s..e)).map_err(|_| DecodeError::InvalidUtf8 {
             message: self.message,
             field: f.number,
             offset: s as u64,

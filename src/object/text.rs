@@ -1,4 +1,8 @@
-//! [`StrMap`]: the string-map type of [`super::ObjectMeta`].
+//! [`Str`] and [`StrMap`]: the string and string-map types of [`super::ObjectMeta`].
+//!
+//! Decoded metadata strings are slices of the received frame (validated UTF-8, no copy), so an
+//! object's metadata costs no allocation of its own for names, uids, resourceVersions, labels
+//! and annotations, and dropping it frees nothing but reference counts.
 
 use std::fmt;
 use std::ops::Index;
@@ -7,7 +11,16 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::string::Str;
+/// An immutable UTF-8 string held in a [`bytes::Bytes`] (the `bytestring` crate's
+/// `ByteString`): the string type of every [`super::ObjectMeta`] field.
+///
+/// A decoded object's strings are slices of the buffer the object was decoded from (cloning one
+/// bumps that buffer's reference count; nothing is copied). Build one from text with
+/// `"name".into()` or `String::into()` (which copies, resp. takes over, the text); read it as a
+/// `&str` through `Deref`. Ordering, equality and hashing are those of the text (`Borrow<str>`),
+/// and it compares equal to `&str` and `String`. Built only through checked conversions:
+/// `TryFrom<Bytes>` fails on invalid UTF-8.
+pub type Str = bytestring::ByteString;
 
 /// A string-to-string map kept as a vector of `(key, value)` pairs sorted by key, keys unique:
 /// the type of `metadata.labels` and `metadata.annotations` (Go `map[string]string`,
@@ -15,7 +28,7 @@ use super::string::Str;
 ///
 /// It reads like a `BTreeMap<Str, Str>` (lookups by `&str` in O(log n), iteration in key
 /// order, `map["key"]`) but costs one allocation however many entries it holds, and its entries
-/// of a decoded object are [`Str`]s (long ones slices of the received frame). Inserting is O(n); maps of
+/// of a decoded object are [`Str`] slices of the received frame. Inserting is O(n); maps of
 /// Kubernetes objects hold a handful of entries. Serializes as a JSON object.
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StrMap {

@@ -166,7 +166,7 @@ impl<L: ListerWatcher> Reflector<L> {
             bookmark_last = false;
             changes.push(change);
         }
-        // The newest resourceVersion, taken once per batch (a clone of its `Str`).
+        // The newest resourceVersion, taken once per batch (a slice of its frame, not a copy).
         let newest = if bookmark_last {
             bookmark.clone()
         } else {
