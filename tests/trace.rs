@@ -229,3 +229,83 @@ async fn replay_of_a_cut_trace_stops_at_its_end() {
     assert_eq!(store_view(&informer), expected.objects);
     informer.shutdown();
 }
+
+/// A body that already holds all its chunks, then ends: every read completes at once.
+struct HeldChunks(std::collections::VecDeque<bytes::Bytes>);
+
+impl informer::reflector::Body for HeldChunks {
+    async fn next_chunk(&mut self) -> Option<Result<bytes::Bytes, informer::reflector::ApiError>> {
+        self.0.pop_front().map(Ok)
+    }
+}
+
+struct HeldLw;
+
+impl informer::reflector::ListerWatcher for HeldLw {
+    type Body = HeldChunks;
+
+    async fn list(
+        &self,
+        _: &informer::reflector::ListOptions,
+    ) -> Result<bytes::Bytes, informer::reflector::ApiError> {
+        unreachable!("the test only watches")
+    }
+
+    async fn watch(
+        &self,
+        _: &informer::reflector::WatchOptions,
+    ) -> Result<informer::reflector::WatchResponse<HeldChunks>, informer::reflector::ApiError> {
+        Ok(informer::reflector::WatchResponse {
+            format: informer::object::WatchFormat::Json,
+            body: HeldChunks(
+                [b"a\n".as_slice(), b"b\n"]
+                    .map(bytes::Bytes::from_static)
+                    .into(),
+            ),
+        })
+    }
+}
+
+/// A reflector gathering the chunks a body already holds polls each read once; when it read a
+/// stream's end that way, the replay must hand the end over at once too (not wait for the time
+/// it was recorded at), or the replaying reflector stops short of it and the two diverge. The
+/// trace's clock is real time, the replay's paused: the end, recorded some nanoseconds after the
+/// stream opened, would be waited for.
+#[tokio::test(start_paused = true)]
+async fn a_stream_end_read_without_waiting_replays_without_waiting() {
+    use futures_util::FutureExt;
+    use informer::reflector::{Body, ListerWatcher, WatchOptions};
+
+    let path = temp("ready.trace");
+    let writer = TraceWriter::create(&path, "pods").unwrap();
+    let lw = RecordingListerWatcher::new(HeldLw, writer.clone());
+    let mut body = lw.watch(&WatchOptions::default()).await.unwrap().body;
+    assert!(body.next_chunk().await.unwrap().is_ok());
+    assert!(body.next_chunk().now_or_never().unwrap().is_some());
+    assert!(body.next_chunk().now_or_never().unwrap().is_none());
+    drop(body);
+    writer.finish().unwrap();
+
+    let mut reader = TraceReader::open(&path).unwrap();
+    let mut records = Vec::new();
+    while let Some((_, r)) = reader.next_record().unwrap() {
+        records.push(r);
+    }
+    let end = records
+        .iter()
+        .find(|r| r.kind == RecordKind::WatchEnd as i32)
+        .expect("the end is recorded");
+    assert!(end.ready, "{end:?}");
+
+    let replay = ReplayListerWatcher::new(TraceReader::open(&path).unwrap());
+    let mut body = replay.watch(&WatchOptions::default()).await.unwrap().body;
+    assert_eq!(&body.next_chunk().await.unwrap().unwrap()[..], b"a\n");
+    assert_eq!(
+        &body.next_chunk().now_or_never().unwrap().unwrap().unwrap()[..],
+        b"b\n"
+    );
+    assert!(
+        matches!(body.next_chunk().now_or_never(), Some(None)),
+        "the end is ready at once"
+    );
+}
