@@ -1,7 +1,7 @@
 //! Store benchmarks: our store beside its baselines and the other candidate structures, on the
 //! same workload in the same run (see `store_baselines/mod.rs` for who is who and
 //! `store_baselines/workload.rs` for the objects: the real etcd Pod fixture re-keyed to
-//! 100 000 objects).
+//! `STORE_N` objects, 100 000 by default).
 //!
 //! - `store-read/{get,by-namespace}/{1,2}-reader/{idle,flood}`: read throughput with the writer
 //!   idle or flooding updates (each store's writer as fast as it goes, in its natural unit:
@@ -10,14 +10,15 @@
 //!   writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in steps of
 //!   256): the fair comparison, since under the flat-out flood a writer starved by its readers
 //!   leaves them the machine; each writer's achieved rate is printed;
-//! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle and
-//!   under the flood, one reader;
+//! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle,
+//!   under the paced writer (p99) and under the flood, one reader;
 //! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
 //! - `store-write-parts`: what one indexed update of our store is made of.
 //!
-//! Default settings keep the whole run to a few minutes on 2 cores. `STORE_LATENCY=0` skips the
-//! latency report. Memory is measured by `benches/store_memory.rs` (a counting allocator would
-//! distort these timings).
+//! Default settings keep the whole run to a few minutes on 2 cores; `STORE_N` sets the store
+//! size (default 100 000; 1000000 for the large-store figures, several GB of memory).
+//! `STORE_LATENCY=0` skips the latency report. Memory is measured by `benches/store_memory.rs`
+//! (a counting allocator would distort these timings).
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]
@@ -42,8 +43,20 @@ use store_baselines::{Candidate, Indexes, ReadSide, Workload, WriteSide};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Objects in every store.
-const N: usize = 100_000;
+/// Objects in every store, unless `STORE_N` says otherwise.
+const DEFAULT_N: usize = 100_000;
+
+/// Objects in every store: `STORE_N` (e.g. 1000000) or [`DEFAULT_N`].
+fn n() -> usize {
+    static V: OnceLock<usize> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("STORE_N")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n >= store_baselines::workload::PER_NAMESPACE)
+            .unwrap_or(DEFAULT_N)
+    })
+}
 /// Updates per flood step.
 const FLOOD_BATCH: usize = 256;
 /// Updates per measured write batch.
@@ -53,7 +66,7 @@ const LATENCY_RUN: Duration = Duration::from_millis(500);
 
 fn workload() -> Arc<Workload> {
     static W: OnceLock<Arc<Workload>> = OnceLock::new();
-    W.get_or_init(|| Arc::new(Workload::new(N, true))).clone()
+    W.get_or_init(|| Arc::new(Workload::new(n(), true))).clone()
 }
 
 /// The read candidates: every store with the namespace and labels indexes (kube-runtime has
@@ -146,11 +159,11 @@ impl ReadOp {
     fn run(self, r: &dyn ReadSide, rng: &mut fastrand::Rng) {
         match self {
             ReadOp::Get => {
-                black_box(r.get(rng.usize(..N)));
+                black_box(r.get(rng.usize(..n())));
             }
             ReadOp::ByNamespace => {
                 black_box(
-                    r.by_namespace(rng.usize(..N / store_baselines::workload::PER_NAMESPACE)),
+                    r.by_namespace(rng.usize(..n() / store_baselines::workload::PER_NAMESPACE)),
                 );
             }
         }
@@ -286,17 +299,28 @@ fn latency(_: &mut Criterion) {
     }
     let mut cands = read_candidates().lock().unwrap();
     println!(
-        "\nReader latency, 1 reader, {} objects, {} ms per run (ns; flood = the store's own writer as fast as it goes)",
-        N,
+        "\nReader latency, 1 reader, {} objects, {} ms per run (ns; paced = the writer at STORE_PACE updates/s, flood = as fast as it goes; ratio = flood p99 / idle p99)",
+        n(),
         LATENCY_RUN.as_millis()
     );
     println!(
-        "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>12} {:>14}",
-        "op", "store", "idle p50", "idle p99", "flood p50", "flood p99", "p99 ratio", "flood upd/s"
+        "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>10} {:>12} {:>14}",
+        "op",
+        "store",
+        "idle p50",
+        "idle p99",
+        "paced p99",
+        "flood p50",
+        "flood p99",
+        "p99 ratio",
+        "flood upd/s"
     );
     for op in [ReadOp::Get, ReadOp::ByNamespace] {
         for cand in cands.iter_mut() {
             let idle = latency_run(&cand.reader, op);
+            let f = start_flood(cand, Some(pace()));
+            let paced = latency_run(&cand.reader, op);
+            stop_flood(cand, f);
             let f = start_flood(cand, None);
             let flooded = latency_run(&cand.reader, op);
             let rate = stop_flood(cand, f);
@@ -305,11 +329,12 @@ fn latency(_: &mut Criterion) {
                 flooded.value_at_quantile(0.99),
             );
             println!(
-                "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>11.2}x {:>14.0}",
+                "{:<13} {:<32} {:>9} {:>9} {:>10} {:>10} {:>10} {:>11.2}x {:>14.0}",
                 op.name(),
                 cand.name,
                 idle.value_at_quantile(0.5),
                 i99,
+                paced.value_at_quantile(0.99),
                 flooded.value_at_quantile(0.5),
                 f99,
                 f99 as f64 / i99.max(1) as f64,

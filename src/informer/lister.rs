@@ -33,7 +33,7 @@ impl Lister {
 
     /// The object `namespace/name` (`namespace` empty for cluster-scoped objects).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Object>> {
-        self.store.get(ObjectKey::new(namespace, name).as_str())
+        self.store.get(&ObjectKey::new(namespace, name))
     }
 
     /// Every object.
@@ -74,8 +74,7 @@ impl NamespaceLister {
 
     /// The object `name` in this namespace.
     pub fn get(&self, name: &str) -> Option<Arc<Object>> {
-        self.store
-            .get(ObjectKey::new(&self.namespace, name).as_str())
+        self.store.get(&ObjectKey::new(&self.namespace, name))
     }
 
     /// Every object of the namespace.

@@ -112,7 +112,7 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch) {
     let before = writer.snapshot();
     for item in batch.iter() {
         let (op_start, note_start) = (ops.len(), notes.len());
-        let mut current = before.get(item.key.as_str()).cloned();
+        let mut current = before.get(&item.key).cloned();
         for delta in item.deltas.iter() {
             deltas += 1;
             match delta.kind {

@@ -46,7 +46,7 @@ impl KnownObjects for KnownStore {
     }
 
     fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
-        self.0.get(key.as_str())
+        self.0.get(key)
     }
 }
 

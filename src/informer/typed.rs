@@ -172,7 +172,7 @@ impl<K: Send + Sync + 'static> TypedLister<K> {
     pub fn get_by_key(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, DecodeError> {
         self.lister
             .store()
-            .get(key.as_str())
+            .get(key)
             .map(|o| self.typed(&o))
             .transpose()
     }

@@ -30,7 +30,7 @@ pub use encoding::{Encoding, MAGIC};
 pub use error::DecodeError;
 pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
 pub use meta::{
-    GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, parse_resource_version,
+    GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, key_hash, parse_resource_version,
 };
 pub(crate) use meta::{KeyMap, KeySet};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};

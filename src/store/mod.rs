@@ -29,6 +29,7 @@ mod config;
 mod error;
 mod handoff;
 mod index;
+mod lookup;
 mod reader;
 mod slot_set;
 mod sync;
@@ -42,6 +43,7 @@ pub use index::{
     IndexError, IndexFunc, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, UID_INDEX,
     index_func, labels_index_func, namespace_index_func, owner_uid_index_func, uid_index_func,
 };
+pub use lookup::LookupKey;
 pub use reader::{Snapshot, Store};
 pub use writer::Writer;
 

@@ -1,6 +1,5 @@
 //! The read side: [`Store`] (always the latest version) and [`Snapshot`] (one version, held).
 
-use std::borrow::Borrow;
 use std::fmt;
 use std::future::Future;
 use std::pin::pin;
@@ -15,6 +14,7 @@ use tokio::sync::watch;
 use crate::object::{Object, ObjectKey};
 
 use super::error::{StoreError, WaitError};
+use super::lookup::LookupKey;
 use super::version::Version;
 
 /// What readers and the writer share: the published version, and the resourceVersion channel
@@ -45,13 +45,13 @@ impl fmt::Debug for Store {
 
 impl Store {
     /// The object stored under `key` (`namespace/name` or `name`), shared with the store.
-    pub fn get<K: Borrow<str> + ?Sized>(&self, key: &K) -> Option<Arc<Object>> {
-        self.shared.current.load().get(key.borrow()).cloned()
+    pub fn get<K: LookupKey + ?Sized>(&self, key: &K) -> Option<Arc<Object>> {
+        self.shared.current.load().get(key).cloned()
     }
 
     /// Whether an object is stored under `key`.
-    pub fn contains_key<K: Borrow<str> + ?Sized>(&self, key: &K) -> bool {
-        self.shared.current.load().get(key.borrow()).is_some()
+    pub fn contains_key<K: LookupKey + ?Sized>(&self, key: &K) -> bool {
+        self.shared.current.load().get(key).is_some()
     }
 
     /// Every object, in no particular order (client-go `List`). Allocates one `Vec`; use
@@ -273,13 +273,13 @@ impl Snapshot {
     }
 
     /// The object stored under `key`.
-    pub fn get<K: Borrow<str> + ?Sized>(&self, key: &K) -> Option<&Arc<Object>> {
-        self.version.get(key.borrow())
+    pub fn get<K: LookupKey + ?Sized>(&self, key: &K) -> Option<&Arc<Object>> {
+        self.version.get(key)
     }
 
     /// Whether an object is stored under `key`.
-    pub fn contains_key<K: Borrow<str> + ?Sized>(&self, key: &K) -> bool {
-        self.version.get(key.borrow()).is_some()
+    pub fn contains_key<K: LookupKey + ?Sized>(&self, key: &K) -> bool {
+        self.version.get(key).is_some()
     }
 
     /// Every `(key, object)`, shard after shard, in no particular order; allocates nothing.

@@ -151,7 +151,7 @@ impl Writer {
                         };
                         previous.push(back.upsert(obj, custom, log));
                     }
-                    Op::Delete(key) => previous.push(back.delete(key.as_str(), log)),
+                    Op::Delete(key) => previous.push(back.delete(&key, log)),
                 }
             }
         }

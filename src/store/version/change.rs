@@ -2,22 +2,26 @@
 
 use std::sync::Arc;
 
-use crate::object::{Object, ObjectKey};
+use crate::object::Object;
 use crate::store::slot_set::Slot;
 
 /// One step of a write, recorded while it is applied to one buffer so that the other buffer can
-/// replay it exactly, without calling index functions again or comparing keys. Values, keys
-/// and objects are the same shared allocations in both buffers; slots are the same numbers.
+/// replay it exactly, without calling index functions again or comparing keys. Values and
+/// objects are the same shared allocations in both buffers; slots are the same numbers.
 #[derive(Debug)]
 pub(crate) enum Change {
-    /// Replace the object in slot `slot` (an update: the key stays).
-    Put { slot: Slot, obj: Arc<Object> },
-    /// Store a new item in slot `slot` (vacant, or one past the end) and map `key`, whose text
-    /// hashes to `hash`, to it.
+    /// Replace the object in slot `slot`, whose key hashes to `hash` (an update: the key
+    /// stays).
+    Put {
+        hash: u64,
+        slot: Slot,
+        obj: Arc<Object>,
+    },
+    /// Store a new object in slot `slot` (vacant, or one past the end) and map its key, whose
+    /// text hashes to `hash`, to it.
     Insert {
         hash: u64,
         slot: Slot,
-        key: ObjectKey,
         obj: Arc<Object>,
     },
     /// Remove the item in slot `slot` (whose key hashes to `hash`).

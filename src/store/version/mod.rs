@@ -5,9 +5,9 @@
 //! replays the log (`replay.rs`): slab stores and map inserts by slot number, no index function
 //! called again, no key compared.
 //!
-//! A buffer holds the objects in a slab of `(key, object)` entries whose layout both buffers
-//! share (an object has the same slot in both); key → slot tables in shards (`shard.rs`), which
-//! change only when a key is added or removed; and each index as value → slots in key order.
+//! A buffer holds the objects in a slab whose layout both buffers share (an object has the same
+//! slot in both); key tables in shards (`shard.rs`) whose entries hold the object and its slot,
+//! so that a lookup by key ends in the table; and each index as value → slots in key order.
 //! Objects, keys and index values are shared `Arc`s: a buffer costs pointers and slot numbers,
 //! never copies of objects.
 
@@ -18,7 +18,6 @@ mod shard;
 mod write;
 
 use std::fmt;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use hashbrown::HashTable;
@@ -28,35 +27,42 @@ use crate::object::{Object, ObjectKey};
 use super::error::StoreError;
 use super::handoff::Buffer;
 use super::index::IndexDef;
+use super::lookup::LookupKey;
 use super::slot_set::{Slot, SlotSet};
 
 pub(crate) use change::{Change, Log};
 pub(crate) use write::WARM_GROUP;
 
-/// Hasher of every map of a store; one random seed per store, shared by its buffers.
+/// Hasher of the index maps of a store; one random seed per store, shared by its buffers (the
+/// key tables use [`key_hash`](crate::object::key_hash), whose hash every [`ObjectKey`] carries).
 pub(crate) type Hasher = foldhash::fast::RandomState;
 
-/// The key → slot map of one shard; each entry is found by the hash of its key's text (the
-/// key itself is in the slab).
-type KeyTable = HashTable<Slot>;
+/// The key table of one shard: entries found by the hash of their key's text ([`key_hash`](crate::object::key_hash)).
+type KeyTable = HashTable<Entry>;
 
 /// One index: value → slots of the objects indexed under it (in key order).
 type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 
-/// One stored item: its key and object (the entry of a slab slot).
+/// One key table entry: the object (whose own cached key is the entry's key) and its slot.
+///
+/// Holding the object here, beside the slot, is what makes a lookup by key one probe: the
+/// table entry gives the object's address at once, where a table of slots sent every `get`
+/// through the slab first (one more dependent cache miss in a large store; `get` 1.2-1.4x
+/// faster at 100 000 objects, BENCHMARKS.md). The slab keeps its own reference for index
+/// reads; both change together (an update is one more pointer store per buffer).
 #[derive(Clone, Debug)]
-struct Item {
-    key: ObjectKey,
+struct Entry {
     obj: Arc<Object>,
+    slot: Slot,
 }
 
 /// One buffer of the store: a complete state at one resourceVersion.
 ///
-/// Items live in a slab (`items`, vacant slots listed in `free`) whose layout both buffers
-/// share: an item has the same slot number in both, because both see the same adds and deletes
-/// in the same order (the log carries the slot). The shard tables map a key's hash to its slot
-/// and change only when a key is added or removed; index entries hold slots. So an update
-/// replays as one slab store, and `by_index` reads each member's object straight from its slot.
+/// Objects live in a slab (`items`, vacant slots listed in `free`) whose layout both buffers
+/// share: an object has the same slot number in both, because both see the same adds and
+/// deletes in the same order (the log carries the slot). The shard tables map a key's hash to
+/// an entry holding the object and its slot; index entries hold slots. So an update replays as
+/// one slab store and one table store, and `by_index` reads each member straight from its slot.
 #[derive(Clone)]
 pub(crate) struct Version {
     /// resourceVersion this state reflects (0 = none yet).
@@ -67,12 +73,12 @@ pub(crate) struct Version {
     hasher: Hasher,
     /// Shard of each slice of the hash range (see `shard.rs`); shared by both buffers.
     shard_map: Arc<[u16]>,
-    /// Key → slot, by the hash of the key's text.
+    /// Key → (object, slot), by the hash of the key's text.
     shards: Box<[KeyTable]>,
-    /// The items, by slot; `None` for a vacant slot (listed in `free`). Keeps room for the
-    /// most items it held at once (24 bytes a slot, reused by later adds and by a replace)
+    /// The objects, by slot; `None` for a vacant slot (listed in `free`). Keeps room for the
+    /// most objects it held at once (8 bytes a slot, reused by later adds and by a replace)
     /// until deletes empty the store.
-    items: Vec<Option<Item>>,
+    items: Vec<Option<Arc<Object>>>,
     /// Vacant slots, reused last-freed first.
     free: Vec<Slot>,
     pub(crate) defs: Arc<[IndexDef]>,
@@ -92,12 +98,12 @@ impl fmt::Debug for Version {
     }
 }
 
-/// The key of the item in `slot`, if any (index entries always name an occupied slot).
-fn key_of(items: &[Option<Item>], slot: Slot) -> Option<&ObjectKey> {
+/// The key of the object in `slot`, if any (index entries always name an occupied slot).
+fn key_of(items: &[Option<Arc<Object>>], slot: Slot) -> Option<&ObjectKey> {
     items
         .get(slot as usize)
         .and_then(Option::as_ref)
-        .map(|i| &i.key)
+        .map(|o| o.key_ref())
 }
 
 impl Version {
@@ -128,11 +134,6 @@ impl Version {
         v
     }
 
-    /// The hash of a key's text (the hasher, hence the hash, is the same in both buffers).
-    pub(crate) fn hash(&self, key: &str) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
     pub(crate) fn shard_count(&self) -> usize {
         self.shards.len()
     }
@@ -141,19 +142,15 @@ impl Version {
         self.len
     }
 
-    /// The item in `slot`, if occupied.
-    fn item(&self, slot: Slot) -> Option<&Item> {
+    /// The object in `slot`, if occupied.
+    fn item(&self, slot: Slot) -> Option<&Arc<Object>> {
         self.items.get(slot as usize).and_then(Option::as_ref)
     }
 
-    /// Slot of the item whose key text is `key`.
-    fn find(&self, hash: u64, key: &str) -> Option<Slot> {
-        let items = &self.items;
-        self.shards[self.shard_of(hash)]
-            .find(hash, |&s| {
-                key_of(items, s).is_some_and(|k| k.as_str() == key)
-            })
-            .copied()
+    /// The table entry of `key`.
+    fn find(&self, key: &(impl LookupKey + ?Sized)) -> Option<&Entry> {
+        let hash = key.key_hash();
+        self.shards[self.shard_of(hash)].find(hash, |e| key.key_matches(e.obj.key_ref()))
     }
 
     pub(crate) fn index_names(&self) -> impl Iterator<Item = &str> + '_ {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::object::{Object, ObjectKey};
 use crate::store::error::StoreError;
 use crate::store::index::normalize;
+use crate::store::lookup::LookupKey;
 use crate::store::slot_set::Slot;
 
 use super::{Version, key_of};
@@ -13,14 +14,13 @@ use super::{Version, key_of};
 const LOOKUP_GROUP: usize = 16;
 
 impl Version {
-    pub(crate) fn get(&self, key: &str) -> Option<&Arc<Object>> {
-        let slot = self.find(self.hash(key), key)?;
-        self.item(slot).map(|i| &i.obj)
+    pub(crate) fn get(&self, key: &(impl LookupKey + ?Sized)) -> Option<&Arc<Object>> {
+        self.find(key).map(|e| &e.obj)
     }
 
     /// Every item, in slot order (no order promised).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Object>)> + '_ {
-        self.items.iter().flatten().map(|i| (&i.key, &i.obj))
+        self.items.iter().flatten().map(|o| (o.key_ref(), o))
     }
 
     /// Keys under `value` of index `name`, ascending (empty iterator when none).
@@ -34,7 +34,7 @@ impl Version {
             .get(value)
             .into_iter()
             .flat_map(|set| set.iter())
-            .filter_map(|s| self.item(s).map(|i| &i.key)))
+            .filter_map(|s| self.item(s).map(|o| o.key_ref())))
     }
 
     pub(crate) fn by_index(&self, name: &str, value: &str) -> Result<Vec<Arc<Object>>, StoreError> {
@@ -60,7 +60,7 @@ impl Version {
         while slots.peek().is_some() {
             let mut n = 0;
             for (f, slot) in found.iter_mut().zip(slots.by_ref()) {
-                *f = self.item(slot).map(|i| &i.obj);
+                *f = self.item(slot);
                 n += 1;
             }
             let mut counts = 0;

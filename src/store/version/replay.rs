@@ -10,18 +10,20 @@ use super::{Version, key_of};
 
 impl Version {
     /// Applies (and empties) changes recorded on the other buffer, which was in the same state
-    /// as this one. Changes are taken in groups of [`WARM_GROUP`]: the slab entries of a
-    /// group's updates and the reference counts of the objects they replace (dropped here) are
-    /// read for the whole group first, so that their cache misses overlap.
+    /// as this one. Changes are taken in groups of [`WARM_GROUP`]: the table and slab entries
+    /// of a group's updates and the reference counts of the objects they replace (dropped here)
+    /// are read for the whole group first, so that their cache misses overlap.
     pub(crate) fn replay(&mut self, log: &mut Log) {
         let mut changes = log.drain(..);
         while changes.len() > 0 {
             let mut sink = 0usize;
             for change in changes.as_slice().iter().take(WARM_GROUP) {
-                if let Change::Put { slot, .. } = change
-                    && let Some(item) = self.item(*slot)
-                {
-                    sink ^= Arc::strong_count(&item.obj);
+                if let Change::Put { hash, slot, .. } = change {
+                    let shard = self.shard_of(*hash);
+                    if let Some(e) = self.shards[shard].find(*hash, |e| e.slot == *slot) {
+                        sink ^= Arc::strong_count(&e.obj);
+                    }
+                    sink ^= usize::from(self.item(*slot).is_some());
                 }
             }
             std::hint::black_box(sink);
@@ -34,19 +36,18 @@ impl Version {
     /// Applies one change recorded on the other buffer.
     fn replay_one(&mut self, change: Change) {
         match change {
-            Change::Put { slot, obj } => {
+            Change::Put { hash, slot, obj } => {
+                let shard = self.shard_of(hash);
+                if let Some(e) = self.shards[shard].find_mut(hash, |e| e.slot == slot) {
+                    e.obj = obj.clone();
+                }
                 if let Some(Some(item)) = self.items.get_mut(slot as usize) {
-                    item.obj = obj;
+                    *item = obj;
                 }
             }
-            Change::Insert {
-                hash,
-                slot,
-                key,
-                obj,
-            } => {
+            Change::Insert { hash, slot, obj } => {
                 self.claim(slot);
-                self.place(hash, slot, key, obj);
+                self.place(hash, slot, obj);
             }
             Change::Remove { hash, slot } => self.remove_item(hash, slot),
             Change::IndexAdd {

@@ -6,7 +6,6 @@
 //! object's added (here only the difference between the two is touched), and a value whose
 //! last key goes is removed, so that high-cardinality indexes such as by-UID do not leak.
 
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use crate::object::{Object, ObjectKey};
@@ -16,7 +15,7 @@ use crate::store::index::{Builtin, IndexDef, IndexValues, first, normalize};
 use crate::store::slot_set::{NO_POS, Slot, SlotSet};
 
 use super::change::{Change, Log};
-use super::{Item, ValueMap, Version, key_of};
+use super::{Entry, ValueMap, Version, key_of};
 
 /// Changes read ahead together by [`Version::warm`] and [`Version::replay`].
 pub(crate) const WARM_GROUP: usize = 16;
@@ -56,26 +55,27 @@ impl Version {
         custom: &[IndexValues],
         log: &mut Log,
     ) -> Option<Arc<Object>> {
-        let hash = self.hash(obj.key_ref().as_str());
-        let (slot, old) = match self.find(hash, obj.key_ref().as_str()) {
-            Some(slot) => {
-                let Some(Some(item)) = self.items.get_mut(slot as usize) else {
-                    unreachable_slot();
-                    return None;
-                };
-                let old = std::mem::replace(&mut item.obj, obj.clone());
-                if Arc::ptr_eq(&old, &obj) {
+        let key = obj.key_ref();
+        let hash = key.hash_value();
+        let shard = self.shard_of(hash);
+        let (slot, old) = match self.shards[shard].find_mut(hash, |e| e.obj.key_ref() == key) {
+            Some(entry) => {
+                if Arc::ptr_eq(&entry.obj, &obj) {
                     return Some(obj);
+                }
+                let old = std::mem::replace(&mut entry.obj, obj.clone());
+                let slot = entry.slot;
+                match self.items.get_mut(slot as usize) {
+                    Some(Some(item)) => *item = obj.clone(),
+                    _ => unreachable_slot(),
                 }
                 (slot, Some(old))
             }
             None => {
-                let key = obj.key();
-                let slot = self.insert_item(hash, key.clone(), obj.clone());
+                let slot = self.insert_item(hash, obj.clone());
                 log.push(Change::Insert {
                     hash,
                     slot,
-                    key,
                     obj: obj.clone(),
                 });
                 (slot, None)
@@ -130,7 +130,7 @@ impl Version {
             }
         }
         if old.is_some() {
-            log.push(Change::Put { slot, obj });
+            log.push(Change::Put { hash, slot, obj });
         }
         old
     }
@@ -138,10 +138,9 @@ impl Version {
     /// Removes the object under `key` and its index entries, appending the changes to `log`.
     /// Never fails: when an index function fails on the stored object, its entries are found
     /// by scanning that index.
-    pub(crate) fn delete(&mut self, key: &str, log: &mut Log) -> Option<Arc<Object>> {
-        let hash = self.hash(key);
-        let slot = self.find(hash, key)?;
-        let old = self.item(slot)?.obj.clone();
+    pub(crate) fn delete(&mut self, key: &ObjectKey, log: &mut Log) -> Option<Arc<Object>> {
+        let hash = key.hash_value();
+        let (slot, old) = self.find(key).map(|e| (e.slot, e.obj.clone()))?;
         let defs = self.defs.clone();
         for (pos, def) in defs.iter().enumerate() {
             if def.builtin == Builtin::Namespace {
@@ -163,33 +162,29 @@ impl Version {
     }
 
     /// Reads ahead, for a group of upcoming changes (at most [`WARM_GROUP`]), what their
-    /// writes will read: each key's text, its table entry, its slab entry and stored key, and
-    /// the fields the provided indexes compare in the old and the new object. In a large store
-    /// each of these is a cache miss, and within one write each waits for the one before;
-    /// taken step by step for the whole group, the misses of one step are independent and
-    /// overlap. Only reads: the writes that follow find everything in cache.
+    /// writes will read: each key's table entry, the stored object and its key's text, its slab
+    /// entry, and the fields the provided indexes compare in the old and the new object. In a
+    /// large store each of these is a cache miss, and within one write each waits for the one
+    /// before; taken step by step for the whole group, the misses of one step are independent
+    /// and overlap. Only reads: the writes that follow find everything in cache.
     pub(crate) fn warm(&self, ops: &[Op]) {
         let ops = &ops[..ops.len().min(WARM_GROUP)];
-        let mut hashes = [0u64; WARM_GROUP];
-        for (h, op) in hashes.iter_mut().zip(ops) {
-            *h = self.hash(match op {
-                Op::Upsert(obj) => obj.key_ref().as_str(),
-                Op::Delete(key) => key.as_str(),
-            });
-        }
-        let mut slots = [Slot::MAX; WARM_GROUP];
-        for (slot, &h) in slots.iter_mut().zip(&hashes).take(ops.len()) {
-            // The first entry whose tag matches: the item itself, almost always.
-            if let Some(&s) = self.shards[self.shard_of(h)].find(h, |_| true) {
-                *slot = s;
-            }
+        let mut found: [Option<&Entry>; WARM_GROUP] = [None; WARM_GROUP];
+        for (f, op) in found.iter_mut().zip(ops) {
+            let h = match op {
+                Op::Upsert(obj) => obj.key_ref().hash_value(),
+                Op::Delete(key) => key.hash_value(),
+            };
+            // The first entry whose tag matches: the object itself, almost always.
+            *f = self.shards[self.shard_of(h)].find(h, |_| true);
         }
         let mut sink = 0usize;
-        for (op, &slot) in ops.iter().zip(&slots) {
-            if let Some(item) = self.item(slot) {
-                sink ^= first(item.key.as_str());
+        for (op, entry) in ops.iter().zip(&found) {
+            if let Some(entry) = entry {
+                sink ^= first(entry.obj.key_ref().as_str());
+                sink ^= usize::from(self.item(entry.slot).is_some());
                 for def in self.defs.iter() {
-                    sink ^= def.builtin.touch(&item.obj);
+                    sink ^= def.builtin.touch(&entry.obj);
                 }
             }
             if let Op::Upsert(obj) = op {
@@ -230,12 +225,12 @@ impl Version {
         for def in new {
             let mut map = ValueMap::with_hasher(self.hasher.clone());
             for (slot, item) in items.iter().enumerate() {
-                let Some(item) = item else { continue };
+                let Some(obj) = item else { continue };
                 let slot = slot as Slot;
-                for v in &call(def, &item.obj, || item.key.clone())? {
+                for v in &call(def, obj, || obj.key())? {
                     match map.get_mut(v.as_str()) {
                         Some(set) => {
-                            set.insert(slot, &item.key, None, |s| key_of(items, s));
+                            set.insert(slot, obj.key_ref(), None, |s| key_of(items, s));
                         }
                         None => {
                             map.insert(Arc::from(v.as_str()), SlotSet::One(slot));
@@ -259,8 +254,8 @@ impl Version {
         self.indexes = indexes.into();
     }
 
-    /// Stores a new item (its key absent) in a free slot and maps its key to it.
-    fn insert_item(&mut self, hash: u64, key: ObjectKey, obj: Arc<Object>) -> Slot {
+    /// Stores a new object (its key absent) in a free slot and maps its key to it.
+    fn insert_item(&mut self, hash: u64, obj: Arc<Object>) -> Slot {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -271,20 +266,18 @@ impl Version {
                 slot
             }
         };
-        self.place(hash, slot, key, obj);
+        self.place(hash, slot, obj);
         slot
     }
 
-    /// Fills the vacant, claimed `slot` and maps `key` (text hashing to `hash`) to it.
-    pub(super) fn place(&mut self, hash: u64, slot: Slot, key: ObjectKey, obj: Arc<Object>) {
+    /// Fills the vacant, claimed `slot` with `obj` and maps its key (text hashing to `hash`).
+    pub(super) fn place(&mut self, hash: u64, slot: Slot, obj: Arc<Object>) {
         let shard = self.shard_of(hash);
         if let Some(entry) = self.items.get_mut(slot as usize) {
-            *entry = Some(Item { key, obj });
+            *entry = Some(obj.clone());
         }
-        let (items, hasher) = (&self.items, &self.hasher);
-        self.shards[shard].insert_unique(hash, slot, |&s| {
-            key_of(items, s).map_or(0, |k| hasher.hash_one(k.as_str()))
-        });
+        self.shards[shard]
+            .insert_unique(hash, Entry { obj, slot }, |e| e.obj.key_ref().hash_value());
         self.len += 1;
     }
 
@@ -293,7 +286,7 @@ impl Version {
     /// back).
     pub(super) fn remove_item(&mut self, hash: u64, slot: Slot) {
         let shard = self.shard_of(hash);
-        if let Ok(entry) = self.shards[shard].find_entry(hash, |&s| s == slot) {
+        if let Ok(entry) = self.shards[shard].find_entry(hash, |e| e.slot == slot) {
             entry.remove();
         }
         if let Some(entry) = self.items.get_mut(slot as usize)
