@@ -66,7 +66,17 @@ const LATENCY_RUN: Duration = Duration::from_millis(500);
 
 fn workload() -> Arc<Workload> {
     static W: OnceLock<Arc<Workload>> = OnceLock::new();
-    W.get_or_init(|| Arc::new(Workload::new(n(), true))).clone()
+    W.get_or_init(|| Arc::new(Workload::new(n(), kube_wanted())))
+        .clone()
+}
+
+/// Whether kube-runtime's store is among the candidates (`STORE_BENCH_ONLY`, see [`wanted`]):
+/// only then are the workload's k8s-openapi twins built (gigabytes at 1 000 000 objects).
+fn kube_wanted() -> bool {
+    std::env::var("STORE_BENCH_ONLY").map_or(true, |only| {
+        only.split(',')
+            .any(|w| "kube-runtime reflector::store".contains(w.trim()))
+    })
 }
 
 /// The read candidates: every store with the namespace and labels indexes (kube-runtime has
@@ -77,7 +87,7 @@ fn read_candidates() -> &'static Mutex<Vec<Candidate>> {
         Mutex::new(wanted(store_baselines::all(
             &workload(),
             Indexes::Two,
-            true,
+            kube_wanted(),
         )))
     })
 }

@@ -101,7 +101,8 @@ impl Indexes {
 
 /// Every candidate and baseline that supports `indexes` (kube-runtime has no indexes: only
 /// with [`Indexes::Zero`], or when `with_kube` asks for it regardless, for reads, where its
-/// namespace query is a filtered scan), filled with the workload.
+/// namespace query is a filtered scan; and only when the workload has its Pods), filled with
+/// the workload.
 pub fn all(w: &Arc<Workload>, indexes: Indexes, with_kube: bool) -> Vec<Candidate> {
     let mut out = vec![
         ours::build(w, indexes),
@@ -111,7 +112,8 @@ pub fn all(w: &Arc<Workload>, indexes: Indexes, with_kube: bool) -> Vec<Candidat
         dash::build(w, indexes),
         client_go::build(w, indexes),
     ];
-    if with_kube || indexes == Indexes::Zero {
+    // A workload built without its k8s-openapi twins has none to fill kube-runtime's store.
+    if (with_kube || indexes == Indexes::Zero) && !w.pods.is_empty() {
         out.push(kube::build(w));
     }
     out
