@@ -37,7 +37,8 @@ pub(crate) use write::WARM_GROUP;
 /// key tables use [`key_hash`](crate::object::key_hash), whose hash every [`ObjectKey`] carries).
 pub(crate) type Hasher = foldhash::fast::RandomState;
 
-/// The key table of one shard: entries found by the hash of their key's text ([`key_hash`](crate::object::key_hash)).
+/// The key table of one shard: entries found by the hash of their key's text
+/// ([`key_hash`](crate::object::key_hash)).
 type KeyTable = HashTable<Entry>;
 
 /// One index: value → slots of the objects indexed under it (in key order).
@@ -47,9 +48,10 @@ type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 ///
 /// Holding the object here, beside the slot, is what makes a lookup by key one probe: the
 /// table entry gives the object's address at once, where a table of slots sent every `get`
-/// through the slab first (one more dependent cache miss in a large store; `get` 1.2-1.4x
-/// faster at 100 000 objects, BENCHMARKS.md). The slab keeps its own reference for index
-/// reads; both change together (an update is one more pointer store per buffer).
+/// through the slab first (one more dependent cache miss in a large store; `get` 1.15-2.2x the
+/// slot-table build at 100 000 objects, BENCHMARKS.md). The slab keeps its own reference for
+/// index reads; both change together, which costs updates 20-35 %: one more reference and
+/// pointer store per buffer, and a table probe when the other buffer replays the update.
 #[derive(Clone, Debug)]
 struct Entry {
     obj: Arc<Object>,
