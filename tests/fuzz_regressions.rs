@@ -8,6 +8,11 @@
 //!    a watch line `["ADDED",{...}]` as an ADDED event and `[410]` as a 410 status. The API
 //!    server's decoder (Go's `encoding/json`) rejects an array in place of a struct; ours now
 //!    answers with `DecodeError::Json` too.
+//! 2. An unterminated last watch line (`watch_json`: "raw bytes are not a slice of the input").
+//!    Not a decoder bug: the line decoder copies the start of a line it finds incomplete out of
+//!    the received chunks, so that no read buffer stays referenced while the rest is awaited,
+//!    and the object decoded from that line at the end of the stream is a copy. The target
+//!    expected a slice; it now expects the stream's own bytes, and this test pins both halves.
 
 use bytes::Bytes;
 use informer::object::{
@@ -119,4 +124,49 @@ fn watch_line_or_status_given_as_an_array_is_rejected() {
         Ok(Some(WatchEvent::Added(o))) => assert_eq!(o.name(), "a"),
         other => panic!("expected an ADDED event, got {other:?}"),
     }
+}
+
+#[test]
+fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
+    // The fuzzer's stream: a complete ADDED line, then a MODIFIED line with no `\n`.
+    const STREAM: &[u8] = b"{\"type\":\"ADDED\",\"object\":{\"kind\":\"ServiceProxyOptions\",\"apiVersion\":\"v1\",\"path\":\"pathValue\"}}\n{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"surceVersion\":\"12345\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}";
+    let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT).with_compaction(0);
+    d.push(Bytes::from_static(STREAM));
+    let first = d.next_event().unwrap().expect("the complete line");
+    let raw = first.object().unwrap().raw();
+    let at = raw.as_ptr() as usize - STREAM.as_ptr() as usize;
+    assert!(
+        at + raw.len() <= STREAM.len(),
+        "a complete line's object is a slice"
+    );
+    assert_eq!(&STREAM[at..at + raw.len()], &raw[..]);
+
+    // The last line is incomplete until the stream ends: no event, and its bytes copied out.
+    assert_eq!(d.next_event(), Ok(None));
+    let last = d
+        .finish()
+        .unwrap()
+        .expect("the unterminated line is an event");
+    let o = last.object().unwrap();
+    assert_eq!(o.gvk().kind, "Status");
+    assert_eq!(
+        o.meta()
+            .annotations
+            .get("k8s.io/initial-events-end")
+            .map(|v| &**v),
+        Some("true")
+    );
+    let raw = o.raw();
+    let tail = &STREAM[STREAM.len() - raw.len() - 1..STREAM.len() - 1];
+    assert_eq!(
+        &raw[..],
+        tail,
+        "the object's bytes are the stream's last value"
+    );
+    let p = raw.as_ptr() as usize;
+    let s = STREAM.as_ptr() as usize;
+    assert!(
+        p + raw.len() <= s || p >= s + STREAM.len(),
+        "copied, not sliced"
+    );
 }

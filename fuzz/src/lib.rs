@@ -202,3 +202,24 @@ pub fn assert_raw_in(input: &[u8], obj: &Object) {
         obj.raw().len()
     );
 }
+
+/// Panics unless the object's raw bytes are the last bytes of `input` that hold a JSON value
+/// (what follows them is the closing `}` of the watch line and white space): the object of an
+/// unterminated last line, copied out of the stream (not sliced) when the decoder found the
+/// line incomplete.
+pub fn assert_raw_copied_from_end(input: &[u8], obj: &Object) {
+    let raw = obj.raw();
+    let found = input
+        .windows(raw.len().max(1))
+        .rposition(|w| w == raw)
+        .filter(|&at| {
+            let tail = &input[at + raw.len()..];
+            tail.iter().filter(|b| !b.is_ascii_whitespace()).count() <= 1
+        });
+    assert!(
+        found.is_some(),
+        "object {:?} of the unterminated last line ({} bytes) is not the stream's last value",
+        obj.key(),
+        raw.len()
+    );
+}
