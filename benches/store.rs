@@ -3,13 +3,14 @@
 //! `store_baselines/workload.rs` for the objects: the real etcd Pod fixture re-keyed to
 //! `STORE_N` objects, 100 000 by default).
 //!
-//! - `store-read/{get,by-namespace}/{1,2}-reader/{idle,flood}`: read throughput with the writer
-//!   idle or flooding updates (each store's writer as fast as it goes, in its natural unit:
-//!   batches of 256 for the batched stores, one call per object for the others);
-//! - `store-read-paced/{get,by-namespace}/{1,2}-reader`: the same reads while every store's
-//!   writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in steps of
-//!   256): the fair comparison, since under the flat-out flood a writer starved by its readers
-//!   leaves them the machine; each writer's achieved rate is printed;
+//! - `store-read/{get,get-borrow,by-namespace}/{1,2}-reader/{idle,flood}`: read throughput
+//!   (`get` clones the object's `Arc`, `get-borrow` reads its resourceVersion through a borrow)
+//!   with the writer idle or flooding updates (each store's writer as fast as it goes, in its
+//!   natural unit: batches of 256 for the batched stores, one call per object for the others);
+//! - `store-read-paced/{get,get-borrow,by-namespace}/{1,2}-reader`: the same reads while every
+//!   store's writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in
+//!   steps of 256): the fair comparison, since under the flat-out flood a writer starved by its
+//!   readers leaves them the machine; each writer's achieved rate is printed;
 //! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle,
 //!   under the paced writer (p99) and under the flood, one reader;
 //! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
@@ -155,6 +156,8 @@ fn stop_flood(c: &mut Candidate, f: Flood) -> f64 {
 #[derive(Clone, Copy)]
 enum ReadOp {
     Get,
+    /// `get` through a borrow: see `ReadSide::peek`.
+    GetBorrow,
     ByNamespace,
 }
 
@@ -162,6 +165,7 @@ impl ReadOp {
     fn name(self) -> &'static str {
         match self {
             ReadOp::Get => "get",
+            ReadOp::GetBorrow => "get-borrow",
             ReadOp::ByNamespace => "by-namespace",
         }
     }
@@ -170,6 +174,9 @@ impl ReadOp {
         match self {
             ReadOp::Get => {
                 black_box(r.get(rng.usize(..n())));
+            }
+            ReadOp::GetBorrow => {
+                black_box(r.peek(rng.usize(..n())));
             }
             ReadOp::ByNamespace => {
                 black_box(
@@ -211,7 +218,7 @@ fn run_readers(r: &Arc<dyn ReadSide>, readers: usize, iters: u64, op: ReadOp) ->
 
 fn reads(c: &mut Criterion) {
     let mut cands = read_candidates().lock().unwrap();
-    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+    for op in [ReadOp::Get, ReadOp::GetBorrow, ReadOp::ByNamespace] {
         for readers in [1, 2] {
             for flood in [false, true] {
                 let mut g = c.benchmark_group(format!(
@@ -251,7 +258,7 @@ fn reads(c: &mut Criterion) {
 fn reads_paced(c: &mut Criterion) {
     let rate = pace();
     let mut cands = read_candidates().lock().unwrap();
-    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+    for op in [ReadOp::Get, ReadOp::GetBorrow, ReadOp::ByNamespace] {
         for readers in [1, 2] {
             let mut g =
                 c.benchmark_group(format!("store-read-paced/{}/{readers}-reader", op.name()));
@@ -325,7 +332,7 @@ fn latency(_: &mut Criterion) {
         "p99 ratio",
         "flood upd/s"
     );
-    for op in [ReadOp::Get, ReadOp::ByNamespace] {
+    for op in [ReadOp::Get, ReadOp::GetBorrow, ReadOp::ByNamespace] {
         for cand in cands.iter_mut() {
             let idle = latency_run(&cand.reader, op);
             let f = start_flood(cand, Some(pace()));

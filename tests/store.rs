@@ -551,6 +551,55 @@ fn snapshot_iter_and_consistency() {
     assert_eq!(w.snapshot().generation(), snap.generation() + 1);
 }
 
+/// `Store::with` borrows what `get` would clone: the same object at every step, the closure
+/// not called for a missing key, no reference taken, and the store readable inside it.
+#[test]
+fn with_borrows_the_object_get_returns() {
+    let (r, mut w) = store(StoreConfig::default());
+    let a = pod("ns", "a", "u1", &[("app", "x")]);
+    w.apply(
+        WriteBatch::new()
+            .add(a.clone())
+            .clone()
+            .with_resource_version(1),
+    )
+    .unwrap();
+    let key = ObjectKey::new("ns", "a");
+    let counts_before = Arc::strong_count(&a);
+    let seen = r.with(&key, |o| {
+        assert!(Arc::ptr_eq(o, &a));
+        // Nothing was cloned to call us, and reading the store again works.
+        assert_eq!(Arc::strong_count(o), counts_before);
+        assert!(r.with("ns/a", |o2| Arc::ptr_eq(o, o2)).unwrap());
+        o.uid().to_owned()
+    });
+    assert_eq!(seen.as_deref(), Some("u1"));
+    let mut called = false;
+    assert_eq!(r.with("ns/b", |_| called = true), None);
+    assert!(!called);
+
+    // After an update the new object is borrowed; after a delete, nothing.
+    let a2 = pod("ns", "a", "u2", &[]);
+    w.apply(
+        WriteBatch::new()
+            .add(a2.clone())
+            .clone()
+            .with_resource_version(2),
+    )
+    .unwrap();
+    assert!(r.with(&key, |o| Arc::ptr_eq(o, &a2)).unwrap());
+    assert!(Arc::ptr_eq(&r.get(&key).unwrap(), &a2));
+    w.apply(
+        WriteBatch::new()
+            .delete(key.clone())
+            .clone()
+            .with_resource_version(3),
+    )
+    .unwrap();
+    assert_eq!(r.with(&key, |o| o.uid().to_owned()), None);
+    assert!(r.get(&key).is_none());
+}
+
 #[test]
 fn store_and_snapshot_are_send_sync_clone() {
     fn check<T: Send + Sync + Clone>() {}

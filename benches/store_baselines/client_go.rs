@@ -104,6 +104,11 @@ impl ThreadSafeMap {
         self.lock.read().unwrap().items.get(key).cloned()
     }
 
+    /// Calls `f` with the object under `key`, borrowed (no reference count touched).
+    pub fn with<R>(&self, key: &str, f: impl FnOnce(&Arc<Object>) -> R) -> Option<R> {
+        self.lock.read().unwrap().items.get(key).map(f)
+    }
+
     pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<Object>> {
         let c = self.lock.read().unwrap();
         let Some(set) = c.indices.get(index).and_then(|i| i.get(value)) else {
@@ -147,6 +152,12 @@ struct Reader {
 impl ReadSide for Reader {
     fn get(&self, i: usize) -> bool {
         self.map.get(&self.keys[i]).is_some()
+    }
+
+    fn peek(&self, i: usize) -> usize {
+        self.map
+            .with(&self.keys[i], |o| o.resource_version().len())
+            .unwrap_or(0)
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

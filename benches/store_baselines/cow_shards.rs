@@ -146,6 +146,11 @@ impl CowShards {
         self.current.load().get(key).cloned()
     }
 
+    /// Calls `f` with the object under `key`, borrowed (no reference count touched).
+    pub fn with<R>(&self, key: &str, f: impl FnOnce(&Arc<Object>) -> R) -> Option<R> {
+        self.current.load().get(key).map(f)
+    }
+
     pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<Object>> {
         self.current.load().by_index(name, value)
     }
@@ -160,6 +165,12 @@ struct Reader {
 impl ReadSide for Reader {
     fn get(&self, i: usize) -> bool {
         self.store.get(self.keys[i].as_str()).is_some()
+    }
+
+    fn peek(&self, i: usize) -> usize {
+        self.store
+            .with(self.keys[i].as_str(), |o| o.resource_version().len())
+            .unwrap_or(0)
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

@@ -57,6 +57,11 @@ impl Dash {
         self.items.get(key).map(|r| r.value().clone())
     }
 
+    /// Calls `f` with the object under `key`, borrowed (no reference count touched).
+    pub fn with<R>(&self, key: &str, f: impl FnOnce(&Arc<Object>) -> R) -> Option<R> {
+        self.items.get(key).map(|r| f(r.value()))
+    }
+
     pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<Object>> {
         let Some(pos) = self.names.iter().position(|n| *n == name) else {
             return Vec::new();
@@ -78,6 +83,12 @@ struct Reader {
 impl ReadSide for Reader {
     fn get(&self, i: usize) -> bool {
         self.map.get(self.keys[i].as_str()).is_some()
+    }
+
+    fn peek(&self, i: usize) -> usize {
+        self.map
+            .with(self.keys[i].as_str(), |o| o.resource_version().len())
+            .unwrap_or(0)
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

@@ -25,6 +25,13 @@ impl ReadSide for Reader {
         self.store.get(&self.refs[i]).is_some()
     }
 
+    // kube-runtime's store has no borrowing read: `get` clones the `Arc`, the only way in.
+    fn peek(&self, i: usize) -> usize {
+        self.store.get(&self.refs[i]).map_or(0, |p| {
+            p.metadata.resource_version.as_deref().map_or(0, str::len)
+        })
+    }
+
     fn by_namespace(&self, ns: usize) -> usize {
         let ns = self.namespaces[ns].as_str();
         self.store

@@ -76,6 +76,11 @@ impl Locked {
         self.inner.read().items.get(key).cloned()
     }
 
+    /// Calls `f` with the object under `key`, borrowed (no reference count touched).
+    pub fn with<R>(&self, key: &str, f: impl FnOnce(&Arc<Object>) -> R) -> Option<R> {
+        self.inner.read().items.get(key).map(f)
+    }
+
     pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<Object>> {
         let inner = self.inner.read();
         let Some(pos) = inner.names.iter().position(|n| *n == name) else {
@@ -99,6 +104,12 @@ struct Reader {
 impl ReadSide for Reader {
     fn get(&self, i: usize) -> bool {
         self.map.get(self.keys[i].as_str()).is_some()
+    }
+
+    fn peek(&self, i: usize) -> usize {
+        self.map
+            .with(self.keys[i].as_str(), |o| o.resource_version().len())
+            .unwrap_or(0)
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

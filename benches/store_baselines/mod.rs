@@ -41,6 +41,10 @@ pub trait ReadSide: Send + Sync {
     /// Looks up the object with key number `i` (taking a reference to it, dropped on return);
     /// whether it was found.
     fn get(&self, i: usize) -> bool;
+    /// Reads the object with key number `i` through a borrow where the store has one (no
+    /// reference count touched: dashmap's and the locked maps' guards, our `Store::with`):
+    /// the length of its resourceVersion, 0 when not found.
+    fn peek(&self, i: usize) -> usize;
     /// Objects in namespace number `ns` (through the namespace index where the store has one);
     /// how many.
     fn by_namespace(&self, ns: usize) -> usize;

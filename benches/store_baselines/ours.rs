@@ -18,6 +18,12 @@ impl ReadSide for Reader {
         self.store.get(&self.keys[i]).is_some()
     }
 
+    fn peek(&self, i: usize) -> usize {
+        self.store
+            .with(&self.keys[i], |o| o.resource_version().len())
+            .unwrap_or(0)
+    }
+
     fn by_namespace(&self, ns: usize) -> usize {
         self.store
             .by_index(NAMESPACE_INDEX, &self.namespaces[ns])

@@ -49,6 +49,40 @@ impl Store {
         self.shared.current.load().get(key).cloned()
     }
 
+    /// Calls `f` with the object stored under `key`, borrowed from the store, and returns what
+    /// it returns; `None` (and `f` not called) when no object is stored under `key`.
+    ///
+    /// [`Store::get`] without its reference count: no atomic increment and decrement on the
+    /// object, whose cache line a `get` must then own. Use it when a read needs a few fields
+    /// and not the object itself; clone the `Arc` inside `f` to keep it.
+    ///
+    /// While `f` runs, the version it reads from is held, as by a [`Snapshot`]: keep `f` short
+    /// (a field read, a comparison), since a writer that needs that buffer meanwhile copies the
+    /// store's tables instead of waiting. Calling the store again inside `f` is allowed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use bytes::Bytes;
+    /// use informer::store::{StoreConfig, store};
+    ///
+    /// let (reader, mut writer) = store(StoreConfig::default());
+    /// let pod = informer::object::decode(Bytes::from_static(
+    ///     br#"{"kind":"Pod","metadata":{"namespace":"ns","name":"a","resourceVersion":"7"}}"#,
+    /// ))?;
+    /// writer.replace([Arc::new(pod)], 7)?;
+    /// assert_eq!(reader.with("ns/a", |o| o.resource_version().to_owned()), Some("7".into()));
+    /// assert_eq!(reader.with("ns/b", |o| o.resource_version().len()), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with<K: LookupKey + ?Sized, R>(
+        &self,
+        key: &K,
+        f: impl FnOnce(&Arc<Object>) -> R,
+    ) -> Option<R> {
+        self.shared.current.load().get(key).map(f)
+    }
+
     /// Whether an object is stored under `key`.
     pub fn contains_key<K: LookupKey + ?Sized>(&self, key: &K) -> bool {
         self.shared.current.load().get(key).is_some()
