@@ -198,6 +198,11 @@ pub(crate) struct SimFlags {
     /// Reject streaming lists (`sendInitialEvents`) with 422, as a server without WatchList.
     #[arg(long)]
     pub(crate) no_watch_list: bool,
+    /// Give every Pod its own spec and status, varied as a real cluster's differ (node, Pod
+    /// IP, images and tags, env values, container IDs, timestamps, condition messages,
+    /// container and volume counts), instead of its template's bytes (Pod templates only).
+    #[arg(long)]
+    pub(crate) vary: bool,
     /// Standing fault: every watch stream ends cleanly after this many events.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) watch_close_after: Option<u64>,
@@ -236,6 +241,9 @@ impl SimFlags {
         }
         if let Some(p) = self.max_page_size {
             cfg = cfg.max_page_size(Some(p));
+        }
+        if self.vary {
+            cfg = cfg.vary(true);
         }
         if self.no_watch_list {
             cfg = cfg.watch_list(false);

@@ -35,6 +35,23 @@ fn put_len_field(out: &mut Vec<u8>, field: u8, data: &[u8]) {
     out.extend_from_slice(data);
 }
 
+/// A JSON object's members but `apiVersion`, `kind` and `metadata`, as written after the
+/// metadata: `,"spec":..,"status":..` (empty when there are none).
+pub(crate) fn json_rest(
+    mut doc: serde_json::Map<String, serde_json::Value>,
+) -> Result<Bytes, DecodeError> {
+    for k in ["apiVersion", "kind", "metadata"] {
+        doc.remove(k);
+    }
+    let s = serde_json::to_string(&doc).map_err(|e| DecodeError::json(&e, 0))?;
+    let inner = &s[1..s.len() - 1];
+    Ok(if inner.is_empty() {
+        Bytes::new()
+    } else {
+        Bytes::from(format!(",{inner}"))
+    })
+}
+
 /// The parts of an object's current version that change per event.
 #[derive(Debug)]
 pub(crate) struct Dynamic<'a> {
@@ -95,20 +112,9 @@ impl Codec {
                     })?;
                     raw.slice(1 + n + len as usize..)
                 }
-                Encoding::Json => {
-                    let mut doc: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_slice(t.raw()).map_err(|e| DecodeError::json(&e, 0))?;
-                    for k in ["apiVersion", "kind", "metadata"] {
-                        doc.remove(k);
-                    }
-                    let s = serde_json::to_string(&doc).map_err(|e| DecodeError::json(&e, 0))?;
-                    let inner = &s[1..s.len() - 1];
-                    if inner.is_empty() {
-                        Bytes::new()
-                    } else {
-                        Bytes::from(format!(",{inner}"))
-                    }
-                }
+                Encoding::Json => json_rest(
+                    serde_json::from_slice(t.raw()).map_err(|e| DecodeError::json(&e, 0))?,
+                )?,
             });
         }
         Ok(Codec {
@@ -220,16 +226,18 @@ impl Codec {
     }
 
     /// A watch event frame of type `kind` for the object made of `static_meta` (of template
-    /// `template`) and `d`; returns the frame and the range of the object's wire form in it.
+    /// `template`, whose fields but `metadata` are `rest` when given, else the template's) and
+    /// `d`; returns the frame and the range of the object's wire form in it.
     pub(crate) fn change_frame(
         &self,
         kind: WatchEventType,
         template: usize,
+        rest: Option<&[u8]>,
         static_meta: &[u8],
         d: &Dynamic<'_>,
     ) -> (Bytes, Range<usize>) {
         let dynamic = self.dynamic(d);
-        let rest = &self.rests[template];
+        let rest = rest.unwrap_or(&self.rests[template]);
         match self.encoding {
             Encoding::Protobuf => {
                 let meta_len = static_meta.len() + dynamic.len();

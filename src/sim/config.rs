@@ -61,6 +61,13 @@ pub struct SimConfig {
     /// changes a Pod's readiness or a Deployment's `spec.replicas`, as real updates do, not
     /// only a label.
     pub update_template: bool,
+    /// Whether every object gets its own spec and status, varied from its template's as a real
+    /// cluster's Pods differ (node, Pod IP, images and tags, environment values, container IDs,
+    /// timestamps, condition messages, container and volume counts; shapes taken from the
+    /// template's values; default false: every object of a template shares its bytes outside
+    /// `metadata`). Only for Pod templates ([`SimError::NotPods`](super::SimError::NotPods)
+    /// otherwise). Costs a decode and an encode of the template per created object.
+    pub vary: bool,
     /// The flood generator's operation mix.
     pub mix: FloodMix,
     /// resourceVersion of the empty server before the first change (default 1; the first
@@ -145,6 +152,7 @@ impl SimConfig {
             apps: 50,
             initial_objects: 0,
             update_template: false,
+            vary: false,
             mix: FloodMix::default(),
             start_resource_version: 1,
             history_window: 10_000,
@@ -206,6 +214,13 @@ impl SimConfig {
     #[must_use]
     pub fn update_template(mut self, on: bool) -> Self {
         self.update_template = on;
+        self
+    }
+
+    /// Sets [`SimConfig::vary`].
+    #[must_use]
+    pub fn vary(mut self, on: bool) -> Self {
+        self.vary = on;
         self
     }
 

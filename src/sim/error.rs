@@ -53,6 +53,9 @@ pub enum SimError {
     /// `update` or `delete` of a key that does not exist.
     #[error("{0} not found")]
     NotFound(ObjectKey),
+    /// Varied objects ([`super::SimConfig::vary`]) were asked of templates that are not Pods.
+    #[error("varied objects need Pod templates, not {0}")]
+    NotPods(String),
     /// Re-encoding an object failed (never happens for templates that decoded).
     #[error("encoding an object: {0}")]
     Encode(#[from] DecodeError),

@@ -23,6 +23,7 @@ mod state;
 pub(crate) mod status;
 mod templates;
 mod truth;
+mod vary;
 mod watch;
 
 pub use config::{FloodMix, SimConfig};
@@ -37,4 +38,5 @@ pub use templates::{
 pub use truth::{Truth, diff_views};
 pub use watch::SimWatch;
 
+#[cfg(feature = "server")]
 pub(crate) use continue_token::ContinueToken;

@@ -14,6 +14,7 @@ use super::config::SimConfig;
 use super::fault::Faults;
 use super::request::SimRequest;
 use super::rng::{SimRng, mix};
+use super::vary::Variation;
 use crate::object::{
     self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Str, Time,
     WatchEvent, WatchEventType, encode_watch_frame, encode_watch_line,
@@ -55,6 +56,8 @@ fn app_of_name(cfg: &SimConfig, name: &str) -> Option<u32> {
 #[derive(Debug)]
 pub(crate) struct Rec {
     template: usize,
+    /// The object's own fields but `metadata` ([`SimConfig::vary`]); `None`: the template's.
+    rest: Option<Bytes>,
     static_meta: Bytes,
     labels: Bytes,
     version: Option<String>,
@@ -130,6 +133,8 @@ pub(crate) fn encode_event(
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) codec: Arc<Codec>,
+    /// Per-object spec and status ([`SimConfig::vary`]).
+    variation: Option<Variation>,
     /// Current objects by key.
     pub(crate) objects: BTreeMap<ObjectKey, Arc<Rec>>,
     /// The same keys in a vector, for uniform random picks.
@@ -165,6 +170,10 @@ impl State {
     pub(crate) fn new(cfg: &SimConfig) -> Result<Self, SimError> {
         Ok(State {
             codec: Arc::new(Codec::new(&cfg.templates)?),
+            variation: cfg
+                .vary
+                .then(|| Variation::new(&cfg.templates))
+                .transpose()?,
             objects: BTreeMap::new(),
             keys: Vec::new(),
             pos: HashMap::new(),
@@ -285,8 +294,10 @@ impl State {
         }
         let static_meta = self.codec.static_meta(&meta)?;
         let (labels, version) = self.codec.labels(&meta.labels);
+        let rest = self.varied_rest(template)?;
         let rec = Rec {
             template,
+            rest,
             static_meta,
             labels,
             version,
@@ -295,6 +306,15 @@ impl State {
             obj: OnceLock::new(),
         };
         self.commit(cfg, WatchEventType::Added, key, rec, None)
+    }
+
+    /// A varied copy of `template`'s fields but `metadata` when objects vary
+    /// ([`SimConfig::vary`]), else `None` (the template's own).
+    fn varied_rest(&mut self, template: usize) -> Result<Option<Bytes>, SimError> {
+        match &self.variation {
+            Some(v) => Ok(Some(v.rest(template, self.rng.next_u64())?)),
+            None => Ok(None),
+        }
     }
 
     fn current(&self, key: &ObjectKey) -> Result<Arc<Rec>, SimError> {
@@ -317,13 +337,15 @@ impl State {
         if next == current {
             next = format!("v{}", 8 + self.rng.below(8));
         }
-        let template = if cfg.update_template {
-            self.rng.below(cfg.templates.len() as u64) as usize
+        let (template, rest) = if cfg.update_template {
+            let t = self.rng.below(cfg.templates.len() as u64) as usize;
+            (t, self.varied_rest(t)?)
         } else {
-            prev.template
+            (prev.template, prev.rest.clone())
         };
         let rec = Rec {
             template,
+            rest,
             static_meta: prev.static_meta.clone(),
             labels: prev.labels.clone(),
             version: Some(next),
@@ -353,6 +375,7 @@ impl State {
         let (labels, version) = self.codec.labels(&meta.labels);
         let rec = Rec {
             template: prev.template,
+            rest: prev.rest.clone(),
             static_meta,
             labels,
             version,
@@ -372,6 +395,7 @@ impl State {
         let prev = self.current(key)?;
         let rec = Rec {
             template: prev.template,
+            rest: prev.rest.clone(),
             static_meta: prev.static_meta.clone(),
             labels: prev.labels.clone(),
             version: prev.version.clone(),
@@ -399,9 +423,13 @@ impl State {
             labels: &rec.labels,
             version: rec.version.as_deref(),
         };
-        let (frame, wire) = self
-            .codec
-            .change_frame(kind, rec.template, &rec.static_meta, &d);
+        let (frame, wire) = self.codec.change_frame(
+            kind,
+            rec.template,
+            rec.rest.as_deref(),
+            &rec.static_meta,
+            &d,
+        );
         rec.wire = frame.slice(wire);
         let bookmark = if cfg.bookmark_every > 0 && rv.is_multiple_of(cfg.bookmark_every) {
             let encoding = cfg.templates.encoding();
