@@ -11,6 +11,8 @@
 //!   store's writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in
 //!   steps of 256): the fair comparison, since under the flat-out flood a writer starved by its
 //!   readers leaves them the machine; each writer's achieved rate is printed;
+//! - `get-batch`: 64 `get`s under one read section (a held `Snapshot` for ours, one read guard
+//!   for the locked maps; dashmap and kube-runtime have none and read key by key), per key;
 //! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle,
 //!   under the paced writer (p99) and under the flood, one reader;
 //! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
@@ -153,11 +155,16 @@ fn stop_flood(c: &mut Candidate, f: Flood) -> f64 {
     n as f64 / took.as_secs_f64()
 }
 
+/// Keys per `get-batch` operation.
+const GET_BATCH: usize = 64;
+
 #[derive(Clone, Copy)]
 enum ReadOp {
     Get,
     /// `get` through a borrow: see `ReadSide::peek`.
     GetBorrow,
+    /// [`GET_BATCH`] gets under one read section: see `ReadSide::get_batch`.
+    GetBatch,
     ByNamespace,
 }
 
@@ -166,7 +173,16 @@ impl ReadOp {
         match self {
             ReadOp::Get => "get",
             ReadOp::GetBorrow => "get-borrow",
+            ReadOp::GetBatch => "get-batch",
             ReadOp::ByNamespace => "by-namespace",
+        }
+    }
+
+    /// Keys read per operation (the throughput unit is one key).
+    fn keys(self) -> u64 {
+        match self {
+            ReadOp::GetBatch => GET_BATCH as u64,
+            _ => 1,
         }
     }
 
@@ -177,6 +193,13 @@ impl ReadOp {
             }
             ReadOp::GetBorrow => {
                 black_box(r.peek(rng.usize(..n())));
+            }
+            ReadOp::GetBatch => {
+                let mut keys = [0usize; GET_BATCH];
+                for k in &mut keys {
+                    *k = rng.usize(..n());
+                }
+                black_box(r.get_batch(&keys));
             }
             ReadOp::ByNamespace => {
                 black_box(
@@ -218,7 +241,12 @@ fn run_readers(r: &Arc<dyn ReadSide>, readers: usize, iters: u64, op: ReadOp) ->
 
 fn reads(c: &mut Criterion) {
     let mut cands = read_candidates().lock().unwrap();
-    for op in [ReadOp::Get, ReadOp::GetBorrow, ReadOp::ByNamespace] {
+    for op in [
+        ReadOp::Get,
+        ReadOp::GetBorrow,
+        ReadOp::GetBatch,
+        ReadOp::ByNamespace,
+    ] {
         for readers in [1, 2] {
             for flood in [false, true] {
                 let mut g = c.benchmark_group(format!(
@@ -229,7 +257,7 @@ fn reads(c: &mut Criterion) {
                 g.sample_size(10)
                     .warm_up_time(Duration::from_millis(300))
                     .measurement_time(Duration::from_millis(1200))
-                    .throughput(Throughput::Elements(1));
+                    .throughput(Throughput::Elements(op.keys()));
                 for cand in cands.iter_mut() {
                     let running = flood.then(|| start_flood(cand, None));
                     let reader = cand.reader.clone();
@@ -258,14 +286,19 @@ fn reads(c: &mut Criterion) {
 fn reads_paced(c: &mut Criterion) {
     let rate = pace();
     let mut cands = read_candidates().lock().unwrap();
-    for op in [ReadOp::Get, ReadOp::GetBorrow, ReadOp::ByNamespace] {
+    for op in [
+        ReadOp::Get,
+        ReadOp::GetBorrow,
+        ReadOp::GetBatch,
+        ReadOp::ByNamespace,
+    ] {
         for readers in [1, 2] {
             let mut g =
                 c.benchmark_group(format!("store-read-paced/{}/{readers}-reader", op.name()));
             g.sample_size(10)
                 .warm_up_time(Duration::from_millis(300))
                 .measurement_time(Duration::from_millis(1200))
-                .throughput(Throughput::Elements(1));
+                .throughput(Throughput::Elements(op.keys()));
             for cand in cands.iter_mut() {
                 let f = start_flood(cand, Some(rate));
                 let reader = cand.reader.clone();

@@ -100,6 +100,12 @@ impl ThreadSafeMap {
         }
     }
 
+    /// Looks up every key under one read lock; how many were found (each cloned and dropped).
+    pub fn get_all<'a>(&self, keys: impl Iterator<Item = &'a str>) -> usize {
+        let c = self.lock.read().unwrap();
+        keys.filter(|k| c.items.get(*k).cloned().is_some()).count()
+    }
+
     pub fn get(&self, key: &str) -> Option<Arc<Object>> {
         self.lock.read().unwrap().items.get(key).cloned()
     }
@@ -158,6 +164,11 @@ impl ReadSide for Reader {
         self.map
             .with(&self.keys[i], |o| o.resource_version().len())
             .unwrap_or(0)
+    }
+
+    fn get_batch(&self, keys: &[usize]) -> usize {
+        self.map
+            .get_all(keys.iter().map(|&i| self.keys[i].as_str()))
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

@@ -72,6 +72,13 @@ impl Locked {
         }
     }
 
+    /// Looks up every key under one read guard; how many were found (each cloned and dropped).
+    pub fn get_all<'a>(&self, keys: impl Iterator<Item = &'a str>) -> usize {
+        let inner = self.inner.read();
+        keys.filter(|k| inner.items.get(*k).cloned().is_some())
+            .count()
+    }
+
     pub fn get(&self, key: &str) -> Option<Arc<Object>> {
         self.inner.read().items.get(key).cloned()
     }
@@ -110,6 +117,11 @@ impl ReadSide for Reader {
         self.map
             .with(self.keys[i].as_str(), |o| o.resource_version().len())
             .unwrap_or(0)
+    }
+
+    fn get_batch(&self, keys: &[usize]) -> usize {
+        self.map
+            .get_all(keys.iter().map(|&i| self.keys[i].as_str()))
     }
 
     fn by_namespace(&self, ns: usize) -> usize {

@@ -45,6 +45,13 @@ pub trait ReadSide: Send + Sync {
     /// reference count touched: dashmap's and the locked maps' guards, our `Store::with`):
     /// the length of its resourceVersion, 0 when not found.
     fn peek(&self, i: usize) -> usize;
+    /// Looks up every key number in `keys` (taking and dropping a reference to each object)
+    /// under one read section where the store has one (our `Snapshot`, the locked maps' read
+    /// guard), else one call per key (dashmap: no guard over the whole map; kube-runtime);
+    /// how many were found.
+    fn get_batch(&self, keys: &[usize]) -> usize {
+        keys.iter().filter(|&&i| self.get(i)).count()
+    }
     /// Objects in namespace number `ns` (through the namespace index where the store has one);
     /// how many.
     fn by_namespace(&self, ns: usize) -> usize;

@@ -24,6 +24,13 @@ impl ReadSide for Reader {
             .unwrap_or(0)
     }
 
+    fn get_batch(&self, keys: &[usize]) -> usize {
+        let snap = self.store.snapshot();
+        keys.iter()
+            .filter(|&&i| snap.get(&self.keys[i]).cloned().is_some())
+            .count()
+    }
+
     fn by_namespace(&self, ns: usize) -> usize {
         self.store
             .by_index(NAMESPACE_INDEX, &self.namespaces[ns])

@@ -45,6 +45,11 @@ impl fmt::Debug for Store {
 
 impl Store {
     /// The object stored under `key` (`namespace/name` or `name`), shared with the store.
+    ///
+    /// Each call loads the current version (an `arc-swap` load, whose memory barrier keeps
+    /// consecutive lookups from overlapping their cache misses); for many lookups in a row,
+    /// [`Store::snapshot`] once and [`Snapshot::get`] on it is up to twice as fast in a large
+    /// store, and the lookups agree on one version.
     pub fn get<K: LookupKey + ?Sized>(&self, key: &K) -> Option<Arc<Object>> {
         self.shared.current.load().get(key).cloned()
     }
