@@ -104,7 +104,13 @@ fn main() {
     );
     println!(
         "{:<16} {:<7} {:>10} {:>14} {:>14} {:>12} {:>16}",
-        "template", "corpus", "wire B", "ratio no dict", "ratio w/ dict", "B / object", "decompress ns"
+        "template",
+        "corpus",
+        "wire B",
+        "ratio no dict",
+        "ratio w/ dict",
+        "B / object",
+        "decompress ns"
     );
     let sets: [(&str, fn(&std::path::Path) -> Templates); 3] = [
         ("etcd-pod", |d| Templates::etcd_pod(d).expect("etcd Pod")),
