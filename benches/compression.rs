@@ -52,6 +52,9 @@ fn corpus(templates: Templates, vary: bool, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Loads one template set from the fixtures directory.
+type Loader = fn(&std::path::Path) -> Templates;
+
 struct Row {
     mean: f64,
     plain: f64,
@@ -112,7 +115,7 @@ fn main() {
         "B / object",
         "decompress ns"
     );
-    let sets: [(&str, fn(&std::path::Path) -> Templates); 3] = [
+    let sets: [(&str, Loader); 3] = [
         ("etcd-pod", |d| Templates::etcd_pod(d).expect("etcd Pod")),
         ("head-pod", |d| Templates::head_pod(d).expect("HEAD Pod")),
         ("openshift-json", |d| {
