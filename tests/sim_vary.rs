@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use informer::object::Object;
-use informer::sim::{SimConfig, SimError, SimServer, Templates, default_fixtures_dir};
+use informer::sim::{FloodMix, SimConfig, SimError, SimServer, Templates, default_fixtures_dir};
 use k8s_pb::api::core::v1::Pod;
 
 const N: usize = 300;
@@ -15,6 +15,11 @@ fn sim(templates: Templates, vary: bool, seed: u64) -> SimServer {
         SimConfig::new(templates)
             .seed(seed)
             .initial_objects(N)
+            // Floods hold the count: after the initial objects, mostly updates.
+            .mix(FloodMix {
+                target_objects: N,
+                ..FloodMix::default()
+            })
             .vary(vary),
     )
     .unwrap()
@@ -196,11 +201,48 @@ fn same_seed_same_objects_and_updates_keep_the_body() {
 
     let before = a.truth().objects;
     a.step(500).unwrap();
+    let mut updated = 0;
     for (k, o) in &a.truth().objects {
         if let Some(old) = before.get(k) {
             assert_eq!(rest(old), rest(o), "{k}: an update changes metadata only");
+            updated += usize::from(old.resource_version() != o.resource_version());
         }
     }
+    assert!(updated > 100, "{updated} objects updated");
+}
+
+/// With the Pod-state templates an update moves a Pod to another state: its status changes,
+/// its node, IP and images stay.
+#[test]
+fn a_pod_moving_to_its_next_state_keeps_its_node_ip_and_images() {
+    let dir = default_fixtures_dir().unwrap();
+    let s = SimServer::new(
+        SimConfig::new(Templates::pod_states(&dir).unwrap())
+            .seed(3)
+            .initial_objects(100)
+            .update_template(true)
+            .mix(FloodMix {
+                target_objects: 100,
+                ..FloodMix::default()
+            })
+            .vary(true),
+    )
+    .unwrap();
+    let before = s.truth().objects;
+    s.step(400).unwrap();
+    let mut moved = 0;
+    for (k, o) in &s.truth().objects {
+        let Some(old) = before.get(k) else { continue };
+        let (a, b) = (fields_pb(old), fields_pb(o));
+        assert_eq!(
+            (&a.node, &a.pod_ip, &a.images),
+            (&b.node, &b.pod_ip, &b.images),
+            "{k}"
+        );
+        let phase = |o: &Object| o.decode::<Pod>().unwrap().status.unwrap().phase;
+        moved += usize::from(phase(old) != phase(o));
+    }
+    assert!(moved > 0, "no Pod changed phase");
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub(crate) struct Rec {
     template: usize,
     /// The object's own fields but `metadata` ([`SimConfig::vary`]); `None`: the template's.
     rest: Option<Bytes>,
+    /// Seed of the object's variation: kept for its life, so that an update that moves it to
+    /// another template (a Pod's next state) keeps its node, IPs and images.
+    vary_seed: u64,
     static_meta: Bytes,
     labels: Bytes,
     version: Option<String>,
@@ -294,10 +297,16 @@ impl State {
         }
         let static_meta = self.codec.static_meta(&meta)?;
         let (labels, version) = self.codec.labels(&meta.labels);
-        let rest = self.varied_rest(template)?;
+        let vary_seed = if self.variation.is_some() {
+            self.rng.next_u64()
+        } else {
+            0
+        };
+        let rest = self.varied_rest(template, vary_seed)?;
         let rec = Rec {
             template,
             rest,
+            vary_seed,
             static_meta,
             labels,
             version,
@@ -310,9 +319,9 @@ impl State {
 
     /// A varied copy of `template`'s fields but `metadata` when objects vary
     /// ([`SimConfig::vary`]), else `None` (the template's own).
-    fn varied_rest(&mut self, template: usize) -> Result<Option<Bytes>, SimError> {
+    fn varied_rest(&self, template: usize, seed: u64) -> Result<Option<Bytes>, SimError> {
         match &self.variation {
-            Some(v) => Ok(Some(v.rest(template, self.rng.next_u64())?)),
+            Some(v) => Ok(Some(v.rest(template, seed)?)),
             None => Ok(None),
         }
     }
@@ -339,13 +348,19 @@ impl State {
         }
         let (template, rest) = if cfg.update_template {
             let t = self.rng.below(cfg.templates.len() as u64) as usize;
-            (t, self.varied_rest(t)?)
+            let rest = if t == prev.template {
+                prev.rest.clone()
+            } else {
+                self.varied_rest(t, prev.vary_seed)?
+            };
+            (t, rest)
         } else {
             (prev.template, prev.rest.clone())
         };
         let rec = Rec {
             template,
             rest,
+            vary_seed: prev.vary_seed,
             static_meta: prev.static_meta.clone(),
             labels: prev.labels.clone(),
             version: Some(next),
@@ -376,6 +391,7 @@ impl State {
         let rec = Rec {
             template: prev.template,
             rest: prev.rest.clone(),
+            vary_seed: prev.vary_seed,
             static_meta,
             labels,
             version,
@@ -396,6 +412,7 @@ impl State {
         let rec = Rec {
             template: prev.template,
             rest: prev.rest.clone(),
+            vary_seed: prev.vary_seed,
             static_meta: prev.static_meta.clone(),
             labels: prev.labels.clone(),
             version: prev.version.clone(),
