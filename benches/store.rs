@@ -76,10 +76,7 @@ fn workload() -> Arc<Workload> {
 /// Whether kube-runtime's store is among the candidates (`STORE_BENCH_ONLY`, see [`wanted`]):
 /// only then are the workload's k8s-openapi twins built (gigabytes at 1 000 000 objects).
 fn kube_wanted() -> bool {
-    std::env::var("STORE_BENCH_ONLY").map_or(true, |only| {
-        only.split(',')
-            .any(|w| "kube-runtime reflector::store".contains(w.trim()))
-    })
+    wanted(store_baselines::kube::NAME)
 }
 
 /// The read candidates: every store with the namespace and labels indexes (kube-runtime has
@@ -87,11 +84,12 @@ fn kube_wanted() -> bool {
 fn read_candidates() -> &'static Mutex<Vec<Candidate>> {
     static C: OnceLock<Mutex<Vec<Candidate>>> = OnceLock::new();
     C.get_or_init(|| {
-        Mutex::new(wanted(store_baselines::all(
+        Mutex::new(store_baselines::all(
             &workload(),
             Indexes::Two,
             kube_wanted(),
-        )))
+            wanted,
+        ))
     })
 }
 
@@ -395,15 +393,13 @@ fn latency(_: &mut Criterion) {
     println!();
 }
 
-/// Candidates to build: all, or those whose name contains one of the comma-separated words of
-/// `STORE_BENCH_ONLY` (to iterate on one structure without building the others).
-fn wanted(cands: Vec<Candidate>) -> Vec<Candidate> {
+/// Whether to build the candidate called `name`: all are, or those whose name contains one of
+/// the comma-separated words of `STORE_BENCH_ONLY` (to iterate on one structure without
+/// building the others).
+fn wanted(name: &str) -> bool {
     match std::env::var("STORE_BENCH_ONLY") {
-        Ok(only) => cands
-            .into_iter()
-            .filter(|c| only.split(',').any(|w| c.name.contains(w.trim())))
-            .collect(),
-        Err(_) => cands,
+        Ok(only) => only.split(',').any(|w| name.contains(w.trim())),
+        Err(_) => true,
     }
 }
 
@@ -419,7 +415,7 @@ fn cpu_timed(f: impl FnOnce()) -> Duration {
 fn writes(c: &mut Criterion) {
     let w = workload();
     for indexes in [Indexes::Zero, Indexes::Two, Indexes::Four] {
-        let mut cands = wanted(store_baselines::all(&w, indexes, false));
+        let mut cands = store_baselines::all(&w, indexes, false, wanted);
         let mut g = c.benchmark_group(format!("store-write/{}-indexes", indexes.count()));
         g.sample_size(10)
             .warm_up_time(Duration::from_millis(300))

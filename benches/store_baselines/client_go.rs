@@ -206,10 +206,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> Arc<ThreadSafeMap> {
     Arc::new(map)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "client-go threadSafeMap port";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let map = filled(w, indexes);
     Candidate {
-        name: "client-go threadSafeMap port",
+        name: NAME,
         reader: Arc::new(Reader {
             map: map.clone(),
             keys: w.keys.iter().map(|k| k.to_string()).collect(),

@@ -192,10 +192,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> Arc<CowShards> {
     Arc::new(s)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "per-shard copy-on-write";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let s = filled(w, indexes);
     Candidate {
-        name: "per-shard copy-on-write",
+        name: NAME,
         reader: Arc::new(Reader {
             store: s.clone(),
             keys: w.keys.clone(),

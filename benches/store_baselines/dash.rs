@@ -114,10 +114,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> Arc<Dash> {
     Arc::new(map)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "dashmap";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let map = filled(w, indexes);
     Candidate {
-        name: "dashmap",
+        name: NAME,
         reader: Arc::new(Reader {
             map: map.clone(),
             keys: w.keys.clone(),

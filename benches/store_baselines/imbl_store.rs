@@ -252,10 +252,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> Arc<ImblStore> {
     Arc::new(s)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "imbl HAMT versions (previous)";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let s = filled(w, indexes);
     Candidate {
-        name: "imbl HAMT versions (previous)",
+        name: NAME,
         reader: Arc::new(Reader {
             store: s.clone(),
             keys: w.keys.clone(),

@@ -67,6 +67,9 @@ pub fn filled(pods: &[Pod]) -> (store::Store<Pod>, store::Writer<Pod>) {
     (writer.as_reader(), writer)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "kube-runtime reflector::store";
+
 pub fn build(w: &Arc<Workload>) -> Candidate {
     assert!(
         !w.pods.is_empty(),
@@ -84,7 +87,7 @@ pub fn build(w: &Arc<Workload>) -> Candidate {
         })
         .collect();
     Candidate {
-        name: "kube-runtime reflector::store",
+        name: NAME,
         reader: Arc::new(Reader {
             store,
             refs: w.pods.iter().map(ObjectRef::from_obj).collect(),

@@ -143,10 +143,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> Arc<Locked> {
     Arc::new(map)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "parking_lot RwLock<HashMap>";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let map = filled(w, indexes);
     Candidate {
-        name: "parking_lot RwLock<HashMap>",
+        name: NAME,
         reader: Arc::new(Reader {
             map: map.clone(),
             keys: w.keys.clone(),

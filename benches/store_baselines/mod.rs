@@ -110,21 +110,34 @@ impl Indexes {
     }
 }
 
+/// Builds one candidate filled with the workload.
+type Builder = fn(&Arc<Workload>, Indexes) -> Candidate;
+
 /// Every candidate and baseline that supports `indexes` (kube-runtime has no indexes: only
 /// with [`Indexes::Zero`], or when `with_kube` asks for it regardless, for reads, where its
-/// namespace query is a filtered scan; and only when the workload has its Pods), filled with
-/// the workload.
-pub fn all(w: &Arc<Workload>, indexes: Indexes, with_kube: bool) -> Vec<Candidate> {
-    let mut out = vec![
-        ours::build(w, indexes),
-        imbl_store::build(w, indexes),
-        cow_shards::build(w, indexes),
-        locked::build(w, indexes),
-        dash::build(w, indexes),
-        client_go::build(w, indexes),
+/// namespace query is a filtered scan; and only when the workload has its Pods) and whose name
+/// `want` accepts, filled with the workload (those not wanted are not built).
+pub fn all(
+    w: &Arc<Workload>,
+    indexes: Indexes,
+    with_kube: bool,
+    want: impl Fn(&str) -> bool,
+) -> Vec<Candidate> {
+    let builders: [(&str, Builder); 6] = [
+        (ours::NAME, ours::build),
+        (imbl_store::NAME, imbl_store::build),
+        (cow_shards::NAME, cow_shards::build),
+        (locked::NAME, locked::build),
+        (dash::NAME, dash::build),
+        (client_go::NAME, client_go::build),
     ];
+    let mut out: Vec<Candidate> = builders
+        .into_iter()
+        .filter(|(name, _)| want(name))
+        .map(|(_, build)| build(w, indexes))
+        .collect();
     // A workload built without its k8s-openapi twins has none to fill kube-runtime's store.
-    if (with_kube || indexes == Indexes::Zero) && !w.pods.is_empty() {
+    if (with_kube || indexes == Indexes::Zero) && !w.pods.is_empty() && want(kube::NAME) {
         out.push(kube::build(w));
     }
     out

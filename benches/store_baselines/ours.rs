@@ -76,10 +76,13 @@ pub fn filled(w: &Workload, indexes: Indexes) -> (Store, Writer) {
     (reader, writer)
 }
 
+/// The candidate's name in reports.
+pub const NAME: &str = "informer (left-right)";
+
 pub fn build(w: &Arc<Workload>, indexes: Indexes) -> Candidate {
     let (store, writer) = filled(w, indexes);
     Candidate {
-        name: "informer (left-right)",
+        name: NAME,
         reader: Arc::new(Reader {
             store,
             keys: w.keys.clone(),
