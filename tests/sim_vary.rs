@@ -181,6 +181,68 @@ fn json_pods_vary_too() {
     );
 }
 
+/// What a helper trying `--vary` found wrong once: a node with two host IPs (or one IP on two
+/// nodes), `ip-A-B-C-D` names not spelling their IP, digests renamed (`sha918:`), a status
+/// image other than its container's, init containers mounting dropped volumes.
+#[test]
+fn varied_pods_stay_coherent() {
+    let dir = default_fixtures_dir().unwrap();
+    let objs = objects(&sim(Templates::openshift_json(&dir).unwrap(), true, 5));
+    let mut node_ip = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    let mut ip_node = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for o in &objs {
+        let v: serde_json::Value = serde_json::from_slice(o.raw()).unwrap();
+        let (spec, status) = (&v["spec"], &v["status"]);
+        let name = o.key().to_string();
+        if let (Some(n), Some(h)) = (spec["nodeName"].as_str(), status["hostIP"].as_str()) {
+            node_ip.entry(n.into()).or_default().insert(h.into());
+            ip_node.entry(h.into()).or_default().insert(n.into());
+            if let Some(rest) = n.strip_prefix("ip-") {
+                let spelled = rest.split('.').next().unwrap().replace('-', ".");
+                assert_eq!(spelled, h, "{name}: {n}");
+            }
+        }
+        let volumes: BTreeSet<&str> = spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        let mut images = std::collections::BTreeMap::new();
+        for key in ["containers", "initContainers"] {
+            for c in spec[key].as_array().into_iter().flatten() {
+                images.insert(c["name"].as_str().unwrap(), c["image"].as_str().unwrap());
+                for m in c["volumeMounts"].as_array().into_iter().flatten() {
+                    let m = m["name"].as_str().unwrap();
+                    assert!(volumes.contains(m), "{name}: mount {m} of a dropped volume");
+                }
+            }
+        }
+        for key in ["containerStatuses", "initContainerStatuses"] {
+            for c in status[key].as_array().into_iter().flatten() {
+                let n = c["name"].as_str().unwrap();
+                if let Some(id) = c["imageID"].as_str().filter(|i| i.contains('@')) {
+                    assert!(id.contains("@sha256:"), "{name}: {id}");
+                }
+                let spec_image = images[n];
+                let status_image = c["image"].as_str().unwrap();
+                // The template's own image (pool index 0) keeps the status form it had.
+                if !spec_image.contains("@sha256:") && status_image != spec_image {
+                    let t = |i: &str| i.rsplit_once(':').map(|x| x.1.to_owned());
+                    assert_eq!(t(status_image), t(spec_image), "{name}: {n}");
+                }
+            }
+        }
+    }
+    assert!(node_ip.len() > 20);
+    for (n, ips) in &node_ip {
+        assert_eq!(ips.len(), 1, "node {n} has host IPs {ips:?}");
+    }
+    for (ip, nodes) in &ip_node {
+        assert_eq!(nodes.len(), 1, "host IP {ip} on nodes {nodes:?}");
+    }
+}
+
 #[test]
 fn without_the_flag_a_templates_objects_share_their_body() {
     let dir = default_fixtures_dir().unwrap();

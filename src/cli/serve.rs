@@ -98,8 +98,15 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
         let sim = SimServer::new(config).map_err(|e| e.to_string())?;
         args.sim.arm(&sim);
         let mut config = ServerConfig::default();
-        if let Some(t) = twins {
-            config = config.json_twins(t);
+        match twins {
+            // A varied Pod's fields match no template: it has no JSON twin, and JSON requests
+            // get 406 Not Acceptable.
+            Some(_) if args.sim.vary => eprintln!(
+                "note: --vary with the protobuf template {template:?}: served as protobuf only \
+                 (JSON requests get 406)"
+            ),
+            Some(t) => config = config.json_twins(t),
+            None => {}
         }
         served.push((sim.clone(), config));
         sims.push((sim, template, nth(&args.rate, i)));

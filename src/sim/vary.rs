@@ -3,16 +3,16 @@
 //! metadata (which would flatter any compression or deduplication measured on them).
 //!
 //! What varies, per object (shapes kept from the template's own values):
-//! - the node (`spec.nodeName`, `status.hostIP`/`hostIPs`): one of [`NODES`];
+//! - the node (`spec.nodeName`, `status.hostIP`/`hostIPs`): one of [`NODES`], each with its
+//!   own name and host IP (an `ip-A-B-C-D` name spells its IP);
 //! - `status.podIP`/`podIPs`: the template's network prefix (first two octets), the rest random
 //!   (a `hostNetwork` Pod's, equal to its host IP in the template, is its node's);
-//! - each container's image (`spec.containers[].image`, `status.containerStatuses[].image` and
-//!   `imageID`): one of [`IMAGES`] per container;
+//! - each container's and init container's image (spec and status alike, `imageID` digest):
+//!   one of [`IMAGES`] per container;
 //! - environment values: three in four one of [`ENV_VALUES`] per variable, the rest random;
 //! - container IDs (random hex of the template's length), restart counts;
-//! - every timestamp (`startTime`, container `startedAt`/`finishedAt`, condition
-//!   `lastTransitionTime`), shifted by up to 30 days;
-//! - condition messages: one of [`MESSAGES`];
+//! - every timestamp (`startTime`, container and init container `startedAt`/`finishedAt`,
+//!   condition `lastTransitionTime`), shifted together by up to 30 days;
 //! - the number of containers and volumes: between one and the template's (mounts of dropped
 //!   volumes and statuses of dropped containers go with them).
 //!
@@ -39,8 +39,6 @@ pub(crate) const NODES: u64 = 200;
 pub(crate) const IMAGES: u64 = 64;
 /// Distinct values of a pooled environment variable.
 pub(crate) const ENV_VALUES: u64 = 8;
-/// Distinct condition messages.
-pub(crate) const MESSAGES: u64 = 16;
 /// Largest shift of a timestamp, seconds (30 days).
 const MAX_SHIFT: u64 = 30 * 86_400;
 
@@ -150,6 +148,29 @@ fn reshape(s: &str, rng: &mut SimRng) -> String {
     String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
 }
 
+/// `s` with every run of 8 or more hex digits replaced by random hex digits (a digest, a
+/// container ID); everything else kept (`sha256:` stays).
+fn reshape_hex(s: &str, rng: &mut SimRng) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let run = b[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+            .count();
+        if run >= 8 {
+            out.extend((0..run).map(|_| HEX[rng.below(16) as usize]));
+            i += run;
+        } else {
+            out.extend_from_slice(&b[i..i + run.max(1)]);
+            i += run.max(1);
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
+}
+
 /// A name (a node's): [`reshape`]d when it has digits; else its last `-` segment gets random
 /// lower-case letters and digits (`kubernetes-minion-group-vlql` → `...-group-x7qf`), or, with
 /// no `-`, a random five-character suffix is added (as generated names have).
@@ -172,8 +193,66 @@ fn vary_name(name: &str, rng: &mut SimRng) -> String {
 /// An identifier (a container ID): [`reshape`]d, or through [`vary_name`] when it has no digit
 /// to change (a placeholder such as the HEAD fixture's).
 fn vary_id(id: &str, rng: &mut SimRng) -> String {
-    let v = reshape(id, rng);
+    let v = reshape_hex(id, rng);
     if v == id { vary_name(id, rng) } else { v }
+}
+
+/// The host IP of node `node` made from the template's `ip`: its first two octets, the third
+/// the node's number (so no two nodes of one template share an IP), the fourth fixed per
+/// template. Not IPv4: [`vary_name`] from the node's pool.
+fn node_ip(ip: &str, node: u64) -> String {
+    match ip.parse::<std::net::Ipv4Addr>() {
+        Ok(a) => {
+            let [x, y, _, _] = a.octets();
+            let fourth = 2 + pool_rng(ip, u64::MAX).below(250);
+            format!("{x}.{y}.{}.{fourth}", node % 256)
+        }
+        Err(_) => vary_name(ip, &mut pool_rng(ip, node)),
+    }
+}
+
+/// The name of node `node` made from the template's `name`: an AWS-style `ip-A-B-C-D...` name
+/// spells `host_ip`; otherwise the last digits of the first DNS label become the node's number
+/// (same width, at least 3), or, without digits, the last `-` segment its number in base 36 (the
+/// same length). Distinct nodes get distinct names.
+fn node_name(name: &str, node: u64, host_ip: Option<&str>) -> String {
+    let (label, domain) = name.split_once('.').map_or((name, ""), |(l, d)| (l, d));
+    let dot = if domain.is_empty() { "" } else { "." };
+    if let (Some(rest), Some(ip)) = (label.strip_prefix("ip-"), host_ip)
+        && rest.split('-').count() == 4
+        && rest.split('-').all(|p| p.parse::<u8>().is_ok())
+        && ip.parse::<std::net::Ipv4Addr>().is_ok()
+    {
+        return format!("ip-{}{dot}{domain}", ip.replace('.', "-"));
+    }
+    if let Some(end) = label.rfind(|c: char| c.is_ascii_digit()) {
+        let start = label[..=end]
+            .rfind(|c: char| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
+        let width = (end + 1 - start).max(3);
+        return format!(
+            "{}{node:0width$}{}{dot}{domain}",
+            &label[..start],
+            &label[end + 1..]
+        );
+    }
+    const B36: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let (head, last) = label.rsplit_once('-').unwrap_or((label, ""));
+    let len = last.len().max(2);
+    let mut n = node;
+    let mut digits = vec![b'0'; len];
+    for d in digits.iter_mut().rev() {
+        *d = B36[(n % 36) as usize];
+        n /= 36;
+    }
+    let suffix = String::from_utf8(digits).unwrap_or_default();
+    let sep = if last.is_empty() { "-" } else { "" };
+    let head = if last.is_empty() {
+        label
+    } else {
+        &label[..head.len() + 1]
+    };
+    format!("{head}{sep}{suffix}{dot}{domain}")
 }
 
 /// An IPv4 address keeps its first two octets (the cluster's network) and gets random last two;
@@ -212,7 +291,7 @@ fn pooled_image_id(image_id: &str, index: u64) -> String {
     if index == 0 {
         image_id.to_owned()
     } else {
-        reshape(image_id, &mut pool_rng(image_id, index))
+        reshape_hex(image_id, &mut pool_rng(image_id, index))
     }
 }
 
@@ -225,10 +304,12 @@ struct Draw {
     volumes: usize,
     /// Image index per container position.
     images: Vec<u64>,
+    /// Image index per init container position.
+    init_images: Vec<u64>,
 }
 
 impl Draw {
-    fn new(rng: &mut SimRng, containers: usize, volumes: usize) -> Self {
+    fn new(rng: &mut SimRng, containers: usize, init: usize, volumes: usize) -> Self {
         let keep = |rng: &mut SimRng, n: usize| {
             if n > 1 {
                 1 + rng.below(n as u64) as usize
@@ -243,17 +324,18 @@ impl Draw {
             containers: keep(rng, containers),
             volumes: keep(rng, volumes),
             images: (0..containers).map(|_| rng.below(IMAGES)).collect(),
+            init_images: (0..init).map(|_| rng.below(IMAGES)).collect(),
         }
     }
 
-    /// The object's Pod IP made from the template's `ip`: the node's own (the varied host
-    /// IP) when the template's Pod IP is its host IP (a `hostNetwork` Pod), else its own.
+    /// The object's Pod IP made from the template's `ip`: its node's host IP when the
+    /// template's Pod IP is its host IP (a `hostNetwork` Pod), else its own.
     fn pod_ip(&mut self, ip: &str, host_ip: Option<&str>, rng: &mut SimRng) -> String {
         let node = self.node;
         self.pod_ip
             .get_or_insert_with(|| {
                 if host_ip == Some(ip) {
-                    vary_ip(ip, &mut pool_rng(ip, node))
+                    node_ip(ip, node)
                 } else {
                     vary_ip(ip, rng)
                 }
@@ -284,30 +366,52 @@ fn restarts(rng: &mut SimRng) -> i32 {
 
 fn vary_pod(pod: &mut Pod, rng: &mut SimRng) {
     let spec = pod.spec.get_or_insert_with(Default::default);
-    let mut d = Draw::new(rng, spec.containers.len(), spec.volumes.len());
+    let mut d = Draw::new(
+        rng,
+        spec.containers.len(),
+        spec.init_containers.len(),
+        spec.volumes.len(),
+    );
     spec.volumes.truncate(d.volumes);
     let kept: Vec<String> = spec.volumes.iter().filter_map(|v| v.name.clone()).collect();
     spec.containers.truncate(d.containers);
-    let names: Vec<String> = spec
-        .containers
-        .iter()
-        .filter_map(|c| c.name.clone())
-        .collect();
     for (i, c) in spec.containers.iter_mut().enumerate() {
         vary_container(c, d.images[i], &kept, rng);
     }
-    if let Some(n) = &mut spec.node_name {
-        *n = vary_name(n, &mut pool_rng(n, d.node));
+    for (i, c) in spec.init_containers.iter_mut().enumerate() {
+        vary_container(c, d.init_images[i], &kept, rng);
     }
+    let template_host = pod.status.as_ref().and_then(|s| s.host_ip.clone());
+    let host = template_host.as_deref().map(|h| node_ip(h, d.node));
+    if let Some(n) = &mut spec.node_name {
+        *n = node_name(n, d.node, host.as_deref());
+    }
+    let images = spec_images(&spec.containers, &d.images);
+    let init_images = spec_images(&spec.init_containers, &d.init_images);
     if let Some(status) = &mut pod.status {
-        vary_status(status, &mut d, &names, spec_images(&spec.containers), rng);
+        vary_status(status, &mut d, template_host.as_deref(), rng);
+        status.container_statuses.retain(|s| {
+            s.name
+                .as_ref()
+                .is_none_or(|n| images.iter().any(|i| &i.0 == n))
+        });
+        for s in &mut status.container_statuses {
+            vary_container_status(s, &images, d.shift, rng);
+        }
+        for s in &mut status.init_container_statuses {
+            vary_container_status(s, &init_images, d.shift, rng);
+        }
     }
 }
 
-fn spec_images(containers: &[Container]) -> Vec<(String, Option<String>)> {
+/// Per container: its name, its varied image and that image's pool index.
+type Images = Vec<(String, Option<String>, u64)>;
+
+fn spec_images(containers: &[Container], index: &[u64]) -> Images {
     containers
         .iter()
-        .map(|c| (c.name.clone().unwrap_or_default(), c.image.clone()))
+        .zip(index)
+        .map(|(c, &i)| (c.name.clone().unwrap_or_default(), c.image.clone(), i))
         .collect()
 }
 
@@ -332,66 +436,53 @@ fn shift_time(t: &mut Option<k8s_pb::apimachinery::pkg::apis::meta::v1::Time>, b
     }
 }
 
+/// The node's addresses, the Pod's IPs and the status and condition times.
 fn vary_status(
     status: &mut PodStatus,
     d: &mut Draw,
-    containers: &[String],
-    images: Vec<(String, Option<String>)>,
+    template_host: Option<&str>,
     rng: &mut SimRng,
 ) {
-    let host = status.host_ip.clone();
-    let host = host.as_deref();
     if let Some(h) = &mut status.host_ip {
-        *h = vary_ip(h, &mut pool_rng(h, d.node));
+        *h = node_ip(h, d.node);
     }
     for h in &mut status.host_ips {
         if let Some(ip) = &mut h.ip {
-            *ip = vary_ip(ip, &mut pool_rng(ip, d.node));
+            *ip = node_ip(ip, d.node);
         }
     }
     if let Some(ip) = status.pod_ip.clone() {
-        status.pod_ip = Some(d.pod_ip(&ip, host, rng));
+        status.pod_ip = Some(d.pod_ip(&ip, template_host, rng));
     }
     for p in &mut status.pod_ips {
         if let Some(ip) = p.ip.clone() {
-            p.ip = Some(d.pod_ip(&ip, host, rng));
+            p.ip = Some(d.pod_ip(&ip, template_host, rng));
         }
     }
     shift_time(&mut status.start_time, d.shift);
     for c in &mut status.conditions {
-        vary_condition(c, d.shift, rng);
-    }
-    status
-        .container_statuses
-        .retain(|s| s.name.as_ref().is_none_or(|n| containers.contains(n)));
-    for s in &mut status.container_statuses {
-        let pos = images
-            .iter()
-            .position(|(n, _)| s.name.as_deref() == Some(n.as_str()));
-        vary_container_status(s, pos.map(|p| d.images[p]), d.shift, rng);
+        vary_condition(c, d.shift);
     }
 }
 
-fn vary_condition(c: &mut PodCondition, shift: i64, rng: &mut SimRng) {
+fn vary_condition(c: &mut PodCondition, shift: i64) {
     shift_time(&mut c.last_transition_time, shift);
     shift_time(&mut c.last_probe_time, shift);
-    if let Some(m) = &mut c.message {
-        *m = reshape(m, &mut pool_rng(m, rng.below(MESSAGES)));
-    }
 }
 
-fn vary_container_status(
-    s: &mut ContainerStatus,
-    image: Option<u64>,
-    shift: i64,
-    rng: &mut SimRng,
-) {
-    if let Some(index) = image {
-        if let Some(i) = &mut s.image {
-            *i = pooled_image(i, index);
+/// A container status: the image of its container (as varied in the spec), a fresh container
+/// ID, a restart count, shifted times.
+fn vary_container_status(s: &mut ContainerStatus, images: &Images, shift: i64, rng: &mut SimRng) {
+    if let Some((_, spec_image, index)) = images
+        .iter()
+        .find(|(n, _, _)| s.name.as_deref() == Some(n.as_str()))
+        && *index != 0
+    {
+        if spec_image.is_some() {
+            s.image.clone_from(spec_image);
         }
         if let Some(i) = &mut s.image_id {
-            *i = pooled_image_id(i, index);
+            *i = pooled_image_id(i, *index);
         }
     }
     let id = s.container_id.as_ref().map(|c| vary_id(c, rng));
@@ -414,19 +505,22 @@ fn vary_container_status(
 // ----- JSON ----------------------------------------------------------------------------------
 
 fn vary_json(doc: &mut Map<String, Value>, rng: &mut SimRng) {
-    let (containers, volumes) = match doc.get("spec") {
-        Some(spec) => (
-            spec.get("containers")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-            spec.get("volumes")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-        ),
-        None => (0, 0),
+    let len = |spec: Option<&Value>, key: &str| {
+        spec.and_then(|s| s.get(key))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
     };
-    let mut d = Draw::new(rng, containers, volumes);
-    let mut names = Vec::new();
+    let spec = doc.get("spec");
+    let mut d = Draw::new(
+        rng,
+        len(spec, "containers"),
+        len(spec, "initContainers"),
+        len(spec, "volumes"),
+    );
+    let template_host = doc.get("status").and_then(|s| str_at(s, "hostIP"));
+    let host = template_host.as_deref().map(|h| node_ip(h, d.node));
+    let mut images: Vec<(String, Option<String>, u64)> = Vec::new();
+    let mut init_images = Vec::new();
     if let Some(spec) = doc.get_mut("spec").and_then(Value::as_object_mut) {
         let mut kept = Vec::new();
         if let Some(v) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
@@ -436,52 +530,61 @@ fn vary_json(doc: &mut Map<String, Value>, rng: &mut SimRng) {
         if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
             cs.truncate(d.containers);
             for (i, c) in cs.iter_mut().enumerate() {
-                names.push(str_at(c, "name").unwrap_or_default());
                 vary_json_container(c, d.images[i], &kept, rng);
+                images.push((
+                    str_at(c, "name").unwrap_or_default(),
+                    str_at(c, "image"),
+                    d.images[i],
+                ));
+            }
+        }
+        if let Some(cs) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
+            for (i, c) in cs.iter_mut().enumerate() {
+                vary_json_container(c, d.init_images[i], &kept, rng);
+                init_images.push((
+                    str_at(c, "name").unwrap_or_default(),
+                    str_at(c, "image"),
+                    d.init_images[i],
+                ));
             }
         }
         if let Some(Value::String(n)) = spec.get_mut("nodeName") {
-            *n = vary_name(n, &mut pool_rng(n, d.node));
+            *n = node_name(n, d.node, host.as_deref());
         }
     }
     let Some(status) = doc.get_mut("status").and_then(Value::as_object_mut) else {
         return;
     };
-    let host = status
-        .get("hostIP")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let host = host.as_deref();
     if let Some(Value::String(h)) = status.get_mut("hostIP") {
-        *h = vary_ip(h, &mut pool_rng(h, d.node));
+        *h = node_ip(h, d.node);
     }
     for h in array(status, "hostIPs") {
         if let Some(Value::String(ip)) = h.get_mut("ip") {
-            *ip = vary_ip(ip, &mut pool_rng(ip, d.node));
+            *ip = node_ip(ip, d.node);
         }
     }
+    let template_host = template_host.as_deref();
     if let Some(Value::String(ip)) = status.get_mut("podIP") {
-        *ip = d.pod_ip(ip, host, rng);
+        *ip = d.pod_ip(ip, template_host, rng);
     }
     for p in array(status, "podIPs") {
         if let Some(Value::String(ip)) = p.get_mut("ip") {
-            *ip = d.pod_ip(ip, host, rng);
+            *ip = d.pod_ip(ip, template_host, rng);
         }
     }
     shift_json_time(status.get_mut("startTime"), d.shift);
     for c in array(status, "conditions") {
         shift_json_time(c.get_mut("lastTransitionTime"), d.shift);
         shift_json_time(c.get_mut("lastProbeTime"), d.shift);
-        if let Some(Value::String(m)) = c.get_mut("message") {
-            *m = reshape(m, &mut pool_rng(m, rng.below(MESSAGES)));
-        }
     }
     if let Some(Value::Array(ss)) = status.get_mut("containerStatuses") {
-        ss.retain(|s| str_at(s, "name").is_none_or(|n| names.contains(&n)));
-        for s in ss {
-            let pos = str_at(s, "name").and_then(|n| names.iter().position(|m| *m == n));
-            vary_json_container_status(s, pos.map(|p| d.images[p]), d.shift, rng);
-        }
+        ss.retain(|s| str_at(s, "name").is_none_or(|n| images.iter().any(|i| i.0 == n)));
+    }
+    for s in array(status, "containerStatuses") {
+        vary_json_container_status(s, &images, d.shift, rng);
+    }
+    for s in array(status, "initContainerStatuses") {
+        vary_json_container_status(s, &init_images, d.shift, rng);
     }
 }
 
@@ -512,14 +615,19 @@ fn vary_json_container(c: &mut Value, image: u64, volumes: &[String], rng: &mut 
     }
 }
 
-fn vary_json_container_status(s: &mut Value, image: Option<u64>, shift: i64, rng: &mut SimRng) {
+fn vary_json_container_status(s: &mut Value, images: &Images, shift: i64, rng: &mut SimRng) {
     let Some(s) = s.as_object_mut() else { return };
-    if let Some(index) = image {
-        if let Some(Value::String(i)) = s.get_mut("image") {
-            *i = pooled_image(i, index);
+    let name = s.get("name").and_then(Value::as_str).map(str::to_owned);
+    if let Some((_, spec_image, index)) = images
+        .iter()
+        .find(|(n, _, _)| name.as_deref() == Some(n.as_str()))
+        && *index != 0
+    {
+        if let (Some(Value::String(i)), Some(spec)) = (s.get_mut("image"), spec_image) {
+            i.clone_from(spec);
         }
         if let Some(Value::String(i)) = s.get_mut("imageID") {
-            *i = pooled_image_id(i, index);
+            *i = pooled_image_id(i, *index);
         }
     }
     let id = match s.get_mut("containerID") {

@@ -180,7 +180,8 @@ impl HttpSource {
             None => {
                 let (sim, twins) = build_sim(args)?;
                 let mut sc = ServerConfig::default();
-                if let Some(t) = twins {
+                // A varied Pod's fields match no template: it has no JSON twin.
+                if let Some(t) = twins.filter(|_| !args.sim.vary) {
                     sc = sc.json_twins(t);
                 }
                 let h = runtime
