@@ -58,9 +58,10 @@ pub(crate) struct Rec {
     template: usize,
     /// The object's own fields but `metadata` ([`SimConfig::vary`]); `None`: the template's.
     rest: Option<Bytes>,
-    /// Seed of the object's variation: kept for its life, so that an update that moves it to
-    /// another template (a Pod's next state) keeps its node, IPs and images.
-    vary_seed: u64,
+    /// Seed of the object's variation and its creation time (seconds): kept for its life, so
+    /// that an update that moves it to another template (a Pod's next state) keeps its node,
+    /// IPs, images and times.
+    vary_seed: (u64, i64),
     static_meta: Bytes,
     labels: Bytes,
     version: Option<String>,
@@ -297,10 +298,11 @@ impl State {
         }
         let static_meta = self.codec.static_meta(&meta)?;
         let (labels, version) = self.codec.labels(&meta.labels);
+        let created = meta.creation_timestamp.as_ref().map_or(0, |t| t.seconds);
         let vary_seed = if self.variation.is_some() {
-            self.rng.next_u64()
+            (self.rng.next_u64(), created)
         } else {
-            0
+            (0, 0)
         };
         let rest = self.varied_rest(template, vary_seed)?;
         let rec = Rec {
@@ -319,9 +321,13 @@ impl State {
 
     /// A varied copy of `template`'s fields but `metadata` when objects vary
     /// ([`SimConfig::vary`]), else `None` (the template's own).
-    fn varied_rest(&self, template: usize, seed: u64) -> Result<Option<Bytes>, SimError> {
+    fn varied_rest(
+        &self,
+        template: usize,
+        (seed, created): (u64, i64),
+    ) -> Result<Option<Bytes>, SimError> {
         match &self.variation {
-            Some(v) => Ok(Some(v.rest(template, seed)?)),
+            Some(v) => Ok(Some(v.rest(template, seed, created)?)),
             None => Ok(None),
         }
     }

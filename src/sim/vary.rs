@@ -12,7 +12,8 @@
 //! - environment values: three in four one of [`ENV_VALUES`] per variable, the rest random;
 //! - container IDs (random hex of the template's length), restart counts;
 //! - every timestamp (`startTime`, container and init container `startedAt`/`finishedAt`,
-//!   condition `lastTransitionTime`), shifted together by up to 30 days;
+//!   condition `lastTransitionTime`), moved together so that `startTime` falls up to two
+//!   minutes after the object's `creationTimestamp`;
 //! - the number of containers and volumes: between one and the template's (mounts of dropped
 //!   volumes and statuses of dropped containers go with them).
 //!
@@ -47,6 +48,16 @@ const MAX_SHIFT: u64 = 30 * 86_400;
 enum Typed {
     Protobuf(Box<Pod>),
     Json(Map<String, Value>),
+}
+
+impl Typed {
+    /// The template's `status.startTime`, seconds since the epoch.
+    fn start_time(&self) -> Option<i64> {
+        match self {
+            Typed::Protobuf(p) => p.status.as_ref()?.start_time.as_ref()?.seconds,
+            Typed::Json(d) => parse_utc(d.get("status")?.get("startTime")?.as_str()?),
+        }
+    }
 }
 
 /// Makes varied copies of the templates' spec and status (see the module docs).
@@ -86,17 +97,29 @@ impl Variation {
 
     /// The template's top-level fields but `metadata`, varied by `seed`, in the form
     /// [`Codec::change_frame`](super::codec::Codec::change_frame) takes as the object's rest.
-    pub(crate) fn rest(&self, template: usize, seed: u64) -> Result<Bytes, DecodeError> {
+    /// Every time in the status moves with `status.startTime`, which lands up to two minutes
+    /// after `created` (the object's `creationTimestamp`, seconds since the epoch), as a real
+    /// Pod's does; a template without a start time has its times shifted by up to 30 days.
+    pub(crate) fn rest(
+        &self,
+        template: usize,
+        seed: u64,
+        created: i64,
+    ) -> Result<Bytes, DecodeError> {
         let mut rng = SimRng::new(mix(seed));
-        match &self.typed[template] {
+        let typed = &self.typed[template];
+        let shift = typed
+            .start_time()
+            .map(|start| created + rng.below(120) as i64 - start);
+        match typed {
             Typed::Protobuf(pod) => {
                 let mut pod = (**pod).clone();
-                vary_pod(&mut pod, &mut rng);
+                vary_pod(&mut pod, shift, &mut rng);
                 Ok(Bytes::from(pod.encode_to_vec()))
             }
             Typed::Json(doc) => {
                 let mut doc = doc.clone();
-                vary_json(&mut doc, &mut rng);
+                vary_json(&mut doc, shift, &mut rng);
                 json_rest(doc)
             }
         }
@@ -309,7 +332,14 @@ struct Draw {
 }
 
 impl Draw {
-    fn new(rng: &mut SimRng, containers: usize, init: usize, volumes: usize) -> Self {
+    /// `shift`: how far to move every time (drawn when `None`).
+    fn new(
+        rng: &mut SimRng,
+        shift: Option<i64>,
+        containers: usize,
+        init: usize,
+        volumes: usize,
+    ) -> Self {
         let keep = |rng: &mut SimRng, n: usize| {
             if n > 1 {
                 1 + rng.below(n as u64) as usize
@@ -320,7 +350,7 @@ impl Draw {
         Draw {
             node: rng.below(NODES),
             pod_ip: None,
-            shift: rng.below(MAX_SHIFT) as i64,
+            shift: shift.unwrap_or_else(|| rng.below(MAX_SHIFT) as i64),
             containers: keep(rng, containers),
             volumes: keep(rng, volumes),
             images: (0..containers).map(|_| rng.below(IMAGES)).collect(),
@@ -364,10 +394,11 @@ fn restarts(rng: &mut SimRng) -> i32 {
 
 // ----- protobuf ------------------------------------------------------------------------------
 
-fn vary_pod(pod: &mut Pod, rng: &mut SimRng) {
+fn vary_pod(pod: &mut Pod, shift: Option<i64>, rng: &mut SimRng) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     let mut d = Draw::new(
         rng,
+        shift,
         spec.containers.len(),
         spec.init_containers.len(),
         spec.volumes.len(),
@@ -504,7 +535,7 @@ fn vary_container_status(s: &mut ContainerStatus, images: &Images, shift: i64, r
 
 // ----- JSON ----------------------------------------------------------------------------------
 
-fn vary_json(doc: &mut Map<String, Value>, rng: &mut SimRng) {
+fn vary_json(doc: &mut Map<String, Value>, shift: Option<i64>, rng: &mut SimRng) {
     let len = |spec: Option<&Value>, key: &str| {
         spec.and_then(|s| s.get(key))
             .and_then(Value::as_array)
@@ -513,6 +544,7 @@ fn vary_json(doc: &mut Map<String, Value>, rng: &mut SimRng) {
     let spec = doc.get("spec");
     let mut d = Draw::new(
         rng,
+        shift,
         len(spec, "containers"),
         len(spec, "initContainers"),
         len(spec, "volumes"),
