@@ -63,7 +63,7 @@ pub struct SimConfig {
     pub update_template: bool,
     /// Whether every object gets its own spec and status, varied from its template's as a real
     /// cluster's Pods differ (node, Pod IP, images and tags, environment values, container IDs,
-    /// timestamps, condition messages, container and volume counts; shapes taken from the
+    /// timestamps, container and volume counts; shapes taken from the
     /// template's values; default false: every object of a template shares its bytes outside
     /// `metadata`). Only for Pod templates ([`SimError::NotPods`](super::SimError::NotPods)
     /// otherwise). Costs a decode and an encode of the template per created object.

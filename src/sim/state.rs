@@ -58,9 +58,8 @@ pub(crate) struct Rec {
     template: usize,
     /// The object's own fields but `metadata` ([`SimConfig::vary`]); `None`: the template's.
     rest: Option<Bytes>,
-    /// Seed of the object's variation and its creation time (seconds): kept for its life, so
-    /// that an update that moves it to another template (a Pod's next state) keeps its node,
-    /// IPs, images and times.
+    /// Its variation's seed and creation time (seconds), kept for its life: a move to another
+    /// template (a Pod's next state) keeps its node, IPs, images and times.
     vary_seed: (u64, i64),
     static_meta: Bytes,
     labels: Bytes,
