@@ -18,6 +18,17 @@ pub(super) fn pool_rng(value: &str, index: u64) -> SimRng {
 /// `s` with the same shape: runs of 8 or more hex digits get random hex digits, other digits
 /// random digits (a leading non-zero digit stays non-zero); everything else is kept.
 pub(super) fn reshape(s: &str, rng: &mut SimRng) -> String {
+    reshape_runs(s, rng, true)
+}
+
+/// `s` with every run of 8 or more hex digits replaced by random hex digits (a digest, a
+/// container ID); everything else kept (`sha256:` stays).
+pub(super) fn reshape_hex(s: &str, rng: &mut SimRng) -> String {
+    reshape_runs(s, rng, false)
+}
+
+/// [`reshape`] (`digits`: other digits random too) or [`reshape_hex`].
+fn reshape_runs(s: &str, rng: &mut SimRng, digits: bool) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -33,7 +44,7 @@ pub(super) fn reshape(s: &str, rng: &mut SimRng) -> String {
             continue;
         }
         let c = b[i];
-        if c.is_ascii_digit() {
+        if digits && c.is_ascii_digit() {
             let leading = i == 0 || !b[i - 1].is_ascii_digit();
             let lo =
                 u64::from(leading && c != b'0' && b.get(i + 1).is_some_and(u8::is_ascii_digit));
@@ -44,29 +55,6 @@ pub(super) fn reshape(s: &str, rng: &mut SimRng) -> String {
         i += 1;
     }
     // Only ASCII bytes were replaced by ASCII bytes.
-    String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
-}
-
-/// `s` with every run of 8 or more hex digits replaced by random hex digits (a digest, a
-/// container ID); everything else kept (`sha256:` stays).
-pub(super) fn reshape_hex(s: &str, rng: &mut SimRng) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let run = b[i..]
-            .iter()
-            .take_while(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
-            .count();
-        if run >= 8 {
-            out.extend((0..run).map(|_| HEX[rng.below(16) as usize]));
-            i += run;
-        } else {
-            out.extend_from_slice(&b[i..i + run.max(1)]);
-            i += run.max(1);
-        }
-    }
     String::from_utf8(out).unwrap_or_else(|_| s.to_owned())
 }
 
