@@ -21,6 +21,7 @@ use crate::object::{
     self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
 };
 use crate::sim::Templates;
+use crate::sim::json_rest;
 use crate::wire::meta::ManagedFieldsEntry;
 
 /// Why a JSON form could not be made.
@@ -98,18 +99,8 @@ impl JsonTranscoder {
             }
             let stripped = t.with_meta(ObjectMeta::default())?;
             let rest_pb = rest_of(stripped.raw())?;
-            let mut doc: Map<String, Value> =
-                serde_json::from_slice(j.raw()).map_err(|e| DecodeError::json(&e, 0))?;
-            for k in ["apiVersion", "kind", "metadata"] {
-                doc.remove(k);
-            }
-            let s = serde_json::to_string(&doc).map_err(|e| DecodeError::json(&e, 0))?;
-            let inner = &s[1..s.len() - 1];
-            let rest_json = if inner.is_empty() {
-                Bytes::new()
-            } else {
-                Bytes::from(format!(",{inner}"))
-            };
+            let rest_json =
+                json_rest(serde_json::from_slice(j.raw()).map_err(|e| DecodeError::json(&e, 0))?)?;
             map.entry(hasher.hash_one(&rest_pb[..]))
                 .or_default()
                 .push(Twin { rest_pb, rest_json });

@@ -39,4 +39,6 @@ pub use truth::{Truth, diff_views};
 pub use watch::SimWatch;
 
 #[cfg(feature = "server")]
+pub(crate) use codec::json_rest;
+#[cfg(feature = "server")]
 pub(crate) use continue_token::ContinueToken;
