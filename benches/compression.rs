@@ -26,8 +26,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const DICT_BYTES: usize = 112 * 1024;
 /// Objects the dictionary is trained on.
 const TRAIN: usize = 1000;
-/// zstd level of every compression.
-const LEVEL: i32 = 3;
+/// zstd level of every compression (`COMPRESSION_LEVEL`, default 3).
+fn level() -> i32 {
+    std::env::var("COMPRESSION_LEVEL")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
 
 fn n() -> usize {
     std::env::var("COMPRESSION_N")
@@ -48,7 +53,7 @@ fn corpus(templates: Templates, vary: bool, n: usize) -> Vec<Vec<u8>> {
     sim.truth()
         .objects
         .values()
-        .map(|o| o.raw().to_vec())
+        .map(|o| o.raw().unwrap().to_vec())
         .collect()
 }
 
@@ -60,9 +65,10 @@ struct Row {
     plain: f64,
     dict: f64,
     decompress_ns: f64,
+    compress_ns: f64,
 }
 
-fn measure(objs: &[Vec<u8>]) -> Row {
+fn measure(objs: &[Vec<u8>], level: i32) -> Row {
     let raw: usize = objs.iter().map(Vec::len).sum();
     // Every k-th object, so the sample spans the corpus.
     let step = (objs.len() / TRAIN).max(1);
@@ -70,13 +76,15 @@ fn measure(objs: &[Vec<u8>]) -> Row {
     let dict = zstd::dict::from_samples(&samples, DICT_BYTES).expect("dictionary training");
     let plain: usize = objs
         .iter()
-        .map(|o| zstd::bulk::compress(o, LEVEL).expect("compress").len())
+        .map(|o| zstd::bulk::compress(o, level).expect("compress").len())
         .sum();
-    let mut c = zstd::bulk::Compressor::with_dictionary(LEVEL, &dict).expect("compressor");
+    let mut c = zstd::bulk::Compressor::with_dictionary(level, &dict).expect("compressor");
+    let t0 = Instant::now();
     let packed: Vec<Vec<u8>> = objs
         .iter()
         .map(|o| c.compress(o).expect("compress"))
         .collect();
+    let compress_ns = t0.elapsed().as_nanos() as f64 / objs.len() as f64;
     let with_dict: usize = packed.iter().map(Vec::len).sum();
     let mut d = zstd::bulk::Decompressor::with_dictionary(&dict).expect("decompressor");
     let max = objs.iter().map(Vec::len).max().unwrap_or(0);
@@ -94,6 +102,7 @@ fn measure(objs: &[Vec<u8>]) -> Row {
         plain: plain as f64 / raw as f64,
         dict: with_dict as f64 / raw as f64,
         decompress_ns: took.as_nanos() as f64 / objs.len() as f64,
+        compress_ns,
     }
 }
 
@@ -101,18 +110,20 @@ fn main() {
     // `cargo bench` passes `--bench` (and criterion-style filters); this report takes none.
     let dir = default_fixtures_dir().expect("fixtures");
     let n = n();
+    let level = level();
     println!(
-        "\nPer-object zstd level {LEVEL}, {} KiB dictionary trained on {TRAIN} objects, {n} objects per corpus",
+        "\nPer-object zstd level {level}, {} KiB dictionary trained on {TRAIN} objects, {n} objects per corpus",
         DICT_BYTES / 1024
     );
     println!(
-        "{:<16} {:<7} {:>10} {:>14} {:>14} {:>12} {:>16}",
+        "{:<16} {:<7} {:>10} {:>14} {:>14} {:>12} {:>14} {:>16}",
         "template",
         "corpus",
         "wire B",
         "ratio no dict",
         "ratio w/ dict",
         "B / object",
+        "compress ns",
         "decompress ns"
     );
     let sets: [(&str, Loader); 3] = [
@@ -125,15 +136,16 @@ fn main() {
     for (name, load) in sets {
         for vary in [false, true] {
             let objs = corpus(load(&dir), vary, n);
-            let r = measure(&objs);
+            let r = measure(&objs, level);
             println!(
-                "{:<16} {:<7} {:>10.0} {:>14.3} {:>14.3} {:>12.0} {:>16.0}",
+                "{:<16} {:<7} {:>10.0} {:>14.3} {:>14.3} {:>12.0} {:>14.0} {:>16.0}",
                 name,
                 if vary { "varied" } else { "plain" },
                 r.mean,
                 r.plain,
                 r.dict,
                 r.mean * r.dict,
+                r.compress_ns,
                 r.decompress_ns
             );
         }

@@ -68,7 +68,8 @@ fn watch_stream(c: &mut Criterion) {
         object::encode_watch_frame(
             &WatchEvent::Modified(pod.with_meta(m).unwrap()),
             &mut stream,
-        );
+        )
+        .unwrap();
     }
     let stream = Bytes::from(stream);
     let mut g = c.benchmark_group("watch-stream/1000-head-pods");

@@ -55,7 +55,8 @@ fn allocations_per_decoded_object() {
         object::encode_watch_frame(
             &WatchEvent::Modified(pod.with_meta(m).unwrap()),
             &mut stream,
-        );
+        )
+        .unwrap();
     }
     // One frame per buffer, as a real API server flushes them: each event's bytes are their own.
     let mut frames = Vec::with_capacity(N);

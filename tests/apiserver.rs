@@ -858,7 +858,8 @@ async fn metadata_only_informers_hold_partial_object_metadata() {
                 }
             );
             // The data's field names show in managedFields; its values do not.
-            let text = String::from_utf8_lossy(obj.raw());
+            let raw = obj.raw().unwrap();
+            let text = String::from_utf8_lossy(&raw);
             assert!(
                 !text.contains("a-value-kept-out-of-metadata"),
                 "no data: {text}"

@@ -382,7 +382,7 @@ fn transform_applies_before_queueing() {
             Arc::new(Object::from_parts(
                 o.gvk_arc().clone(),
                 meta,
-                o.raw().clone(),
+                o.raw().unwrap().clone(),
                 o.encoding(),
             ))
         })

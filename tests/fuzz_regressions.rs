@@ -133,7 +133,7 @@ fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
     let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT).with_compaction(0);
     d.push(Bytes::from_static(STREAM));
     let first = d.next_event().unwrap().expect("the complete line");
-    let raw = first.object().unwrap().raw();
+    let raw = first.object().unwrap().raw().unwrap();
     let at = raw.as_ptr() as usize - STREAM.as_ptr() as usize;
     assert!(
         at + raw.len() <= STREAM.len(),
@@ -156,7 +156,7 @@ fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
             .map(|v| &**v),
         Some("true")
     );
-    let raw = o.raw();
+    let raw = o.raw().unwrap();
     let tail = &STREAM[STREAM.len() - raw.len() - 1..STREAM.len() - 1];
     assert_eq!(
         &raw[..],

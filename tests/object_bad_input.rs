@@ -143,7 +143,7 @@ fn garbage_after_a_valid_frame_is_an_error() {
     quiet_panics();
     let obj = object::decode(pod()).unwrap();
     let mut stream = Vec::new();
-    encode_watch_frame(&WatchEvent::Added(obj.clone()), &mut stream);
+    encode_watch_frame(&WatchEvent::Added(obj.clone()), &mut stream).unwrap();
     let valid = stream.len();
     for garbage in [
         &b"\x00\x00\x00\x05hello"[..],

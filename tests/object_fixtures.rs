@@ -175,7 +175,11 @@ fn check_testdata_dir(dir: &str) {
         }
         let obj = object::decode(input.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(obj.encoding(), Encoding::Protobuf);
-        assert_eq!(obj.raw(), &env.raw, "{name}: raw is the envelope's raw");
+        assert_eq!(
+            obj.raw().unwrap(),
+            &env.raw,
+            "{name}: raw is the envelope's raw"
+        );
         assert_meta_matches(obj.meta(), &json, &name);
         // The JSON path agrees with the protobuf path on everything but managedFields' shape.
         let from_json = object::decode(read(&json_path)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -285,12 +289,15 @@ fn typed_decode_agrees_with_metadata_path() {
 fn raw_bytes_are_a_slice_of_the_input() {
     let input = read(&fixtures().join("k8s-testdata/HEAD/core.v1.Pod.pb"));
     let obj = object::decode(input.clone()).unwrap();
-    let start = obj.raw().as_ptr() as usize - input.as_ptr() as usize;
+    let start = obj.raw().unwrap().as_ptr() as usize - input.as_ptr() as usize;
     assert!(
-        start > 4 && start + obj.raw().len() <= input.len(),
+        start > 4 && start + obj.raw_len() <= input.len(),
         "raw is not inside the input"
     );
-    assert_eq!(&input[start..start + obj.raw().len()], &obj.raw()[..]);
+    assert_eq!(
+        &input[start..start + obj.raw_len()],
+        &obj.raw().unwrap()[..]
+    );
 }
 
 fn etcd_json(name: &str) -> Value {

@@ -75,7 +75,7 @@ fn encode(events: &[WatchEvent], format: WatchFormat) -> Vec<u8> {
     let mut out = Vec::new();
     for e in events {
         match format {
-            WatchFormat::Protobuf => encode_watch_frame(e, &mut out),
+            WatchFormat::Protobuf => encode_watch_frame(e, &mut out).unwrap(),
             WatchFormat::Json => encode_watch_line(e, &mut out).unwrap(),
         }
     }
@@ -112,7 +112,7 @@ fn same(a: &WatchEvent, b: &WatchEvent) -> bool {
                 && x.meta() == y.meta()
                 && x.gvk() == y.gvk()
                 && match x.encoding() {
-                    Encoding::Protobuf => x.raw() == y.raw(),
+                    Encoding::Protobuf => x.raw().unwrap() == y.raw().unwrap(),
                     Encoding::Json => x.to_json_value().unwrap() == y.to_json_value().unwrap(),
                 }
         }
@@ -186,7 +186,7 @@ fn sliced(stream: &Bytes, decoder: WatchDecoder) -> Vec<(String, bool)> {
         if let Some(o) = e.object() {
             out.push((
                 o.gvk().kind.clone(),
-                range.contains(&(o.raw().as_ptr() as usize)),
+                range.contains(&(o.raw().unwrap().as_ptr() as usize)),
             ));
         }
     }
@@ -290,7 +290,7 @@ fn lists_round_trip_in_both_encodings() {
     let gvk = GroupVersionKind::new("", "v1", "PodList");
     let ps = pods(5);
     let refs: Vec<&Object> = ps.iter().collect();
-    let bytes = encode_list_protobuf(&gvk, "12345", "next-token", Some(10), &refs);
+    let bytes = encode_list_protobuf(&gvk, "12345", "next-token", Some(10), &refs).unwrap();
     let list = decode_list(bytes).unwrap();
     assert_eq!(list.list_gvk, gvk);
     assert_eq!(list.resource_version, "12345");
@@ -299,7 +299,7 @@ fn lists_round_trip_in_both_encodings() {
     assert_eq!(list.items.len(), 5);
     for (a, b) in list.items.iter().zip(&ps) {
         assert_eq!(a.meta(), b.meta());
-        assert_eq!(a.raw(), b.raw());
+        assert_eq!(a.raw().unwrap(), b.raw().unwrap());
         assert_eq!(a.gvk().kind, "Pod");
     }
 
@@ -337,15 +337,15 @@ fn with_meta_keeps_every_other_field() {
     // Dropping managedFields shrinks the object and keeps the rest.
     let slim = base.without_managed_fields().unwrap();
     assert!(slim.meta().managed_fields.is_empty());
-    assert!(slim.raw().len() < base.raw().len());
+    assert!(slim.raw_len() < base.raw_len());
     // A decoded re-encoding reads back identically.
-    let again = object::decode(re.to_wire()).unwrap();
+    let again = object::decode(re.to_wire().unwrap()).unwrap();
     assert_eq!(
         again,
         Object::from_parts(
             Arc::new(re.gvk().clone()),
             m,
-            re.raw().clone(),
+            re.raw().unwrap().clone(),
             Encoding::Protobuf
         )
     );
@@ -357,7 +357,7 @@ fn frames_decode_with_prost_too() {
     use prost::Message;
     for ev in events(&pods(3)) {
         let mut out = Vec::new();
-        encode_watch_frame(&ev, &mut out);
+        encode_watch_frame(&ev, &mut out).unwrap();
         let len = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
         assert_eq!(len + 4, out.len());
         let pb = informer::wire::meta::WatchEvent::decode(&out[4..]).unwrap();
@@ -365,7 +365,7 @@ fn frames_decode_with_prost_too() {
         let raw = pb.object.unwrap().raw.unwrap();
         let env = informer::wire::runtime::Unknown::decode(&raw[4..]).unwrap();
         if let Some(o) = ev.object() {
-            assert_eq!(env.raw.as_deref(), Some(&o.raw()[..]));
+            assert_eq!(env.raw.as_deref(), Some(&o.raw().unwrap()[..]));
             assert_eq!(
                 env.type_meta.unwrap().kind.as_deref(),
                 Some(o.gvk().kind.as_str())
@@ -402,8 +402,8 @@ fn decoded_chunks_are_released_even_mid_frame() {
             while let Some(e) = d.next_event().unwrap() {
                 if let Some(o) = e.object() {
                     let r = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
-                    if r.contains(&(o.raw().as_ptr() as usize)) {
-                        sliced_out.push(o.raw().clone());
+                    if r.contains(&(o.raw().unwrap().as_ptr() as usize)) {
+                        sliced_out.push(o.raw().unwrap().clone());
                     }
                 }
                 got.push(e);
@@ -443,7 +443,7 @@ fn watch_events_of_changing_kinds_keep_their_own_group_version_kind() {
             WatchEvent::Modified(Object::from_parts(
                 Arc::new(gvk.clone()),
                 base.meta().clone(),
-                base.raw().clone(),
+                base.raw().unwrap().clone(),
                 Encoding::Protobuf,
             ))
         })

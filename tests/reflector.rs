@@ -569,7 +569,8 @@ impl ListerWatcher for ClosingServer {
             "",
             None,
             &[],
-        ))
+        )
+        .unwrap())
     }
 
     async fn watch(&self, _opts: &WatchOptions) -> Result<WatchResponse<Closed>, ApiError> {

@@ -32,13 +32,14 @@ fn empty_list(rv: &str) -> Result<Bytes, ApiError> {
         "",
         None,
         &[],
-    ))
+    )
+    .unwrap())
 }
 
 fn frames(events: &[WatchEvent]) -> Bytes {
     let mut out = Vec::new();
     for e in events {
-        encode_watch_frame(e, &mut out);
+        encode_watch_frame(e, &mut out).unwrap();
     }
     Bytes::from(out)
 }

@@ -72,7 +72,8 @@ fn fields_pb(o: &Object) -> Fields {
 }
 
 fn fields_json(o: &Object) -> Fields {
-    let v: serde_json::Value = serde_json::from_slice(o.raw()).expect("a varied Pod is JSON");
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.raw().unwrap()).expect("a varied Pod is JSON");
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     let list = |v: &serde_json::Value| v.as_array().cloned().unwrap_or_default();
     Fields {
@@ -100,7 +101,11 @@ fn distinct<T: Ord>(it: impl IntoIterator<Item = T>) -> usize {
 
 /// The bytes of an object after its metadata (protobuf: the `Unknown.raw` fields but 1).
 fn rest(o: &Object) -> Vec<u8> {
-    o.with_meta(Default::default()).unwrap().raw().to_vec()
+    o.with_meta(Default::default())
+        .unwrap()
+        .raw()
+        .unwrap()
+        .to_vec()
 }
 
 #[test]
@@ -189,7 +194,7 @@ fn json_pods_vary_too() {
         "timestamps keep RFC 3339"
     );
     let raws = distinct(objs.iter().map(|o| {
-        let mut v: serde_json::Value = serde_json::from_slice(o.raw()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&o.raw().unwrap()).unwrap();
         v.as_object_mut().unwrap().remove("metadata");
         v.to_string()
     }));
@@ -209,7 +214,7 @@ fn varied_pods_stay_coherent() {
     let mut node_ip = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
     let mut ip_node = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
     for o in &objs {
-        let v: serde_json::Value = serde_json::from_slice(o.raw()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.raw().unwrap()).unwrap();
         let (spec, status) = (&v["spec"], &v["status"]);
         let name = o.key().to_string();
         if let (Some(n), Some(h)) = (spec["nodeName"].as_str(), status["hostIP"].as_str()) {
@@ -273,8 +278,12 @@ fn same_seed_same_objects_and_updates_keep_the_body() {
     let dir = default_fixtures_dir().unwrap();
     let a = sim(Templates::etcd_pod(&dir).unwrap(), true, 9);
     let b = sim(Templates::etcd_pod(&dir).unwrap(), true, 9);
-    let raw =
-        |s: &SimServer| -> Vec<Vec<u8>> { objects(s).iter().map(|o| o.raw().to_vec()).collect() };
+    let raw = |s: &SimServer| -> Vec<Vec<u8>> {
+        objects(s)
+            .iter()
+            .map(|o| o.raw().unwrap().to_vec())
+            .collect()
+    };
     assert_eq!(raw(&a), raw(&b));
     let c = sim(Templates::etcd_pod(&dir).unwrap(), true, 10);
     assert_ne!(raw(&a), raw(&c));

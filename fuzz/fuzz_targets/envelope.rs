@@ -36,11 +36,11 @@ fuzz_target!(|data: &[u8]| {
         (Ok(obj), Ok(env)) => {
             assert_eq!(obj.encoding(), Encoding::Protobuf);
             assert_eq!(
-                obj.raw().as_ptr(),
+                obj.raw().unwrap().as_ptr(),
                 env.raw.as_ptr(),
                 "object raw is not the envelope raw"
             );
-            assert_eq!(obj.raw().len(), env.raw.len());
+            assert_eq!(obj.raw_len(), env.raw.len());
             assert_eq!(obj.gvk(), &env.gvk);
         }
         (Ok(obj), Err(_)) => {

@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
     // Re-encode what was decoded; it must decode to the same events and end cleanly.
     let mut again = Vec::new();
     for e in &whole.events {
-        encode_watch_frame(e, &mut again);
+        encode_watch_frame(e, &mut again).unwrap();
     }
     let re = run_watch(
         WatchFormat::Protobuf,

@@ -196,10 +196,10 @@ pub fn is_slice_of(whole: &[u8], part: &[u8]) -> bool {
 /// Panics unless the object's raw bytes are a zero-copy slice of `input`.
 pub fn assert_raw_in(input: &[u8], obj: &Object) {
     assert!(
-        is_slice_of(input, obj.raw()),
+        is_slice_of(input, &obj.raw().unwrap()),
         "object {:?} raw bytes ({} bytes) are not a slice of the input",
         obj.key(),
-        obj.raw().len()
+        obj.raw_len()
     );
 }
 
@@ -208,7 +208,7 @@ pub fn assert_raw_in(input: &[u8], obj: &Object) {
 /// unterminated last line, copied out of the stream (not sliced) when the decoder found the
 /// line incomplete.
 pub fn assert_raw_copied_from_end(input: &[u8], obj: &Object) {
-    let raw = obj.raw();
+    let raw = obj.raw().unwrap();
     let found = input
         .windows(raw.len().max(1))
         .rposition(|w| w == raw)

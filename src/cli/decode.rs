@@ -271,7 +271,7 @@ fn item_json(file: &str, item: &Item) -> Value {
                 "apiVersion": obj.gvk().api_version(),
                 "kind": obj.gvk().kind,
                 "encoding": format!("{:?}", obj.encoding()),
-                "bytes": obj.raw().len(),
+                "bytes": obj.raw_len(),
                 "name": m.name,
                 "generateName": m.generate_name,
                 "namespace": m.namespace,
@@ -391,7 +391,7 @@ fn print_text(file: &str, item: &Item) {
             }
             println!(
                 "  bytes:             {} ({:?})",
-                obj.raw().len(),
+                obj.raw_len(),
                 obj.encoding()
             );
         }

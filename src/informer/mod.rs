@@ -3,6 +3,8 @@
 //! the processing thread (`process.rs`), per-handler resync (`resync.rs`), listers, event
 //! streams and metrics. Every public item is re-exported at the crate root.
 
+mod compaction;
+mod compression;
 mod events;
 mod gate;
 mod lifecycle;
@@ -18,6 +20,7 @@ mod sync_error;
 mod transform;
 mod typed;
 
+pub use compression::{CacheStats, Compression, ZstdOptions};
 pub use events::{ERROR_BACKLOG, Event, EventError, EventStream};
 pub use lister::{Lister, NamespaceLister};
 pub use options::{HandlerOptions, InformerConfig, MIN_RESYNC_PERIOD};
@@ -105,6 +108,8 @@ struct Shared {
     error_feeds: Mutex<Vec<Weak<ErrorFeed>>>,
     /// Time per processed batch (for [`InformerMetricsProvider`]).
     processing: prometheus::LatencyHistogram,
+    /// How cached objects are held (see [`compaction`]).
+    compression: Compression,
     /// The reflector's counters, set by `start`.
     reflector_metrics: OnceLock<Arc<ReflectorMetrics>>,
 }
@@ -224,6 +229,7 @@ impl<L: ListerWatcher> Informer<L> {
                 error_feeds: Mutex::new(Vec::new()),
                 processing: prometheus::LatencyHistogram::default(),
                 reflector_metrics: OnceLock::new(),
+                compression: config.compression,
             }),
             lw: Arc::new(lw),
             reflector_config: config.reflector,
@@ -265,6 +271,12 @@ impl<L: ListerWatcher> Informer<L> {
     /// The distributor feeding the handlers (listener counters, flush).
     pub fn distributor(&self) -> &Distributor {
         &self.shared.distributor
+    }
+
+    /// What the cached objects' bytes cost now, counted over one snapshot of the store (O(n)
+    /// in the objects; for reports, not for hot paths). See [`Compression`].
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats::of(&self.shared.store.snapshot())
     }
 
     /// Processing counters.

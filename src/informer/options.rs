@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::compression::Compression;
 use crate::distributor::OverflowPolicy;
 use crate::fifo::{FifoKind, Transform};
 use crate::reflector::ReflectorConfig;
@@ -37,6 +38,9 @@ pub struct InformerConfig {
     /// Resync period of handlers registered without one (client-go
     /// `defaultEventHandlerResyncPeriod`): zero (the default) = never.
     pub default_resync: Duration,
+    /// How cached objects' bytes are held: as received (the default) or zstd-compressed once
+    /// the informer is idle.
+    pub compression: Compression,
 }
 
 impl std::fmt::Debug for InformerConfig {
@@ -49,6 +53,7 @@ impl std::fmt::Debug for InformerConfig {
             .field("fifo", &self.fifo)
             .field("transform", &self.transform.is_some())
             .field("default_resync", &self.default_resync)
+            .field("compression", &self.compression)
             .finish()
     }
 }

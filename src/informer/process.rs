@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 use super::Shared;
+use super::compaction::Compaction;
 use crate::distributor::{Marker, Notification};
 use crate::fifo::{DeltaType, PopError, TryPopError};
 use crate::store::{Op, WriteBatch, Writer};
@@ -13,6 +14,7 @@ use crate::store::{Op, WriteBatch, Writer};
 /// Pop, apply, publish, until the DeltaFIFO closes. When the queue is empty it sleeps until a
 /// delta arrives or the reflector's resourceVersion moves.
 pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
+    let mut compaction = Compaction::new(&shared.compression);
     loop {
         check_synced(shared);
         let batch = match shared.fifo.try_pop_batch(shared.batch_size) {
@@ -23,6 +25,10 @@ pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
                 // store may reflect the newest resourceVersion it saw (a bookmark, a list).
                 advance_resource_version(shared);
                 check_synced(shared);
+                // Compress what was written while nothing else is to be done.
+                if compaction.run(shared) {
+                    continue;
+                }
                 let woke = handle.block_on(async {
                     tokio::select! {
                         biased;
@@ -38,7 +44,7 @@ pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
         };
         if let Some(batch) = batch {
             let start = std::time::Instant::now();
-            process_batch(shared, &batch);
+            process_batch(shared, &batch, &mut compaction);
             shared.processing.observe(start.elapsed());
             // Dropping the batch completes it: the DeltaFIFO stops overlaying it on the store
             // and counts it towards has_synced, now that the store holds it.
@@ -97,7 +103,7 @@ type Note = (Notification, bool);
 
 /// Applies one popped batch to the store and publishes its notifications
 /// (client-go `processDeltas`).
-fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch) {
+fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch, compaction: &mut Compaction) {
     let _publishing = shared
         .publishing
         .lock()
@@ -128,6 +134,7 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch) {
                     let unchanged = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &new));
                     if !unchanged {
                         ops.push(Op::Upsert(new.clone()));
+                        compaction.written(&item.key);
                     }
                     match current.replace(new.clone()) {
                         Some(old) => {

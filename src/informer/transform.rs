@@ -54,7 +54,7 @@ mod tests {
             );
             let stripped = strip_managed_fields(obj.clone());
             assert!(stripped.meta().managed_fields.is_empty(), "{path}");
-            assert!(stripped.raw().len() < obj.raw().len(), "{path}");
+            assert!(stripped.raw_len() < obj.raw_len(), "{path}");
             let expected = ObjectMeta {
                 managed_fields: Vec::new(),
                 ..obj.meta().clone()

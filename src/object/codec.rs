@@ -23,12 +23,12 @@ impl Object {
     pub fn with_meta(&self, meta: ObjectMeta) -> Result<Object, DecodeError> {
         let (raw, back) = match self.encoding() {
             Encoding::Protobuf => {
-                let raw = protobuf::replace_meta(self.raw(), &meta)?;
+                let raw = protobuf::replace_meta(&self.raw()?, &meta)?;
                 let back = protobuf::decode_object_meta(&raw);
                 (raw, back)
             }
             Encoding::Json => {
-                let raw = json::replace_meta(self.raw(), &meta)?;
+                let raw = json::replace_meta(&self.raw()?, &meta)?;
                 let back = json::decode_object(&raw).map(Object::into_meta);
                 (raw, back)
             }
@@ -61,10 +61,13 @@ impl Object {
 
     /// The object encoded for the wire: protobuf objects as magic + `runtime.Unknown`
     /// envelope, JSON objects as their document.
-    pub fn to_wire(&self) -> Bytes {
+    ///
+    /// # Errors
+    /// As [`Object::raw`] (only compressed objects can fail).
+    pub fn to_wire(&self) -> Result<Bytes, DecodeError> {
         match self.encoding() {
-            Encoding::Protobuf => protobuf::encode_envelope(self.gvk(), self.raw()),
-            Encoding::Json => self.raw().clone(),
+            Encoding::Protobuf => self.with_raw(|raw| protobuf::encode_envelope(self.gvk(), raw)),
+            Encoding::Json => self.raw(),
         }
     }
 }

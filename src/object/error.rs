@@ -139,6 +139,16 @@ pub enum DecodeError {
         /// The object's encoding.
         encoding: super::encoding::Encoding,
     },
+    /// A compressed cached object could not be decompressed (the frame names another
+    /// dictionary, zstd failed, or the result has the wrong length), or a dictionary could not
+    /// be trained or loaded. Only this read fails: the cached object stays as it is.
+    #[error("compressed object (dictionary {dictionary}): {reason}")]
+    Compression {
+        /// The [`Dictionary::id`](super::Dictionary::id) involved (0 when none was made yet).
+        dictionary: u32,
+        /// What went wrong.
+        reason: String,
+    },
     /// prost rejected the bytes during a typed decode.
     #[error("typed decode: {0}")]
     Typed(#[from] prost::DecodeError),
@@ -163,6 +173,7 @@ impl DecodeError {
             | DecodeError::UnknownEncoding { .. }
             | DecodeError::NotProtobuf { .. }
             | DecodeError::NotJson { .. }
+            | DecodeError::Compression { .. }
             | DecodeError::Typed(_) => {}
         }
         self

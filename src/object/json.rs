@@ -435,7 +435,7 @@ pub(crate) fn replace_meta(raw: &Bytes, meta: &ObjectMeta) -> Result<Bytes, Deco
 /// rendered as JSON without their schema, so only apiVersion/kind/metadata are written.
 pub(crate) fn object_json(obj: &Object) -> Result<Bytes, DecodeError> {
     match obj.encoding() {
-        Encoding::Json => Ok(obj.raw().clone()),
+        Encoding::Json => obj.raw(),
         Encoding::Protobuf => {
             let mut doc = serde_json::Map::new();
             doc.insert("apiVersion".into(), obj.gvk().api_version().into());

@@ -138,14 +138,17 @@ fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
 
 /// Encodes a protobuf list: envelope of kind `list_gvk` around `{1 ListMeta, 2 items...}`.
 /// Items must be protobuf objects (their bare messages are written as they are).
+///
+/// # Errors
+/// When a compressed item does not decompress ([`Object::raw`]).
 pub fn encode_list_protobuf(
     list_gvk: &GroupVersionKind,
     resource_version: &str,
     continue_token: &str,
     remaining_item_count: Option<i64>,
     items: &[&Object],
-) -> Bytes {
-    let size: usize = items.iter().map(|o| o.raw().len() + 6).sum();
+) -> Result<Bytes, DecodeError> {
+    let size: usize = items.iter().map(|o| o.raw_len() + 6).sum();
     let mut raw = Vec::with_capacity(size + 64);
     put_message(&mut raw, 1, |m| {
         put_str(m, 1, "");
@@ -157,9 +160,9 @@ pub fn encode_list_protobuf(
     });
     for o in items {
         debug_assert_eq!(o.encoding(), Encoding::Protobuf);
-        put_bytes(&mut raw, 2, o.raw());
+        o.with_raw(|b| put_bytes(&mut raw, 2, b))?;
     }
-    encode_envelope(list_gvk, &raw)
+    Ok(encode_envelope(list_gvk, &raw))
 }
 
 /// Encodes a JSON list document. JSON items are written as they are; protobuf items with
@@ -174,7 +177,7 @@ pub fn encode_list_json(
     remaining_item_count: Option<i64>,
     items: &[&Object],
 ) -> Result<Bytes, DecodeError> {
-    let mut out = Vec::with_capacity(items.iter().map(|o| o.raw().len() + 1).sum::<usize>() + 128);
+    let mut out = Vec::with_capacity(items.iter().map(|o| o.raw_len() + 1).sum::<usize>() + 128);
     let mut meta = serde_json::json!({ "resourceVersion": resource_version });
     if !continue_token.is_empty() {
         meta["continue"] = continue_token.into();

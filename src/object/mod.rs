@@ -10,7 +10,10 @@
 //! Every decoder returns a [`DecodeError`] for bad input; none panics, and none allocates from
 //! a length read off the wire before checking it against the remaining input or a limit.
 
+mod body;
 mod codec;
+mod compact;
+mod dictionary;
 mod encoding;
 mod error;
 mod json;
@@ -26,6 +29,8 @@ pub(crate) mod varint;
 mod watch;
 
 pub use codec::decode;
+pub use compact::{Compactor, INTERN_LIMIT};
+pub use dictionary::Dictionary;
 pub use encoding::{Encoding, MAGIC};
 pub use error::DecodeError;
 pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};

@@ -6,14 +6,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::DecodeError;
+use super::body::Body;
+use super::dictionary::Dictionary;
 use super::encoding::Encoding;
 use super::meta::{GroupVersionKind, ObjectKey, ObjectMeta};
 
 /// One Kubernetes object: decoded [`ObjectMeta`], the group/version/kind from its envelope (or
-/// its list), and its raw bytes as a slice of the buffer it was decoded from (no copy).
+/// its list), and its raw bytes as a slice of the buffer it was decoded from (no copy), or, in
+/// a compressed cache ([`Compactor`](super::Compactor)), as one zstd frame.
 ///
 /// Objects are immutable once built; the store and the handlers share them as `Arc<Object>`.
-/// The typed value is decoded on demand with [`Object::decode`].
+/// The typed value is decoded on demand with [`Object::decode`] (decompressing
+/// first if need be).
 // `repr(C)` with the key first: in an `Arc<Object>` the key then shares the first cache line
 // with the reference counts, so a store lookup that compares the key and clones the `Arc`
 // touches one line of the object, not two (the default layout put the key 376 bytes in).
@@ -23,7 +27,7 @@ pub struct Object {
     /// `meta.key()`, built once: every stage (DeltaFIFO, store, listeners) asks for it.
     key: ObjectKey,
     gvk: Arc<GroupVersionKind>,
-    raw: Bytes,
+    body: Body,
     meta: ObjectMeta,
     encoding: Encoding,
 }
@@ -42,7 +46,23 @@ impl Object {
             key: meta.key(),
             meta,
             gvk,
-            raw,
+            body: Body::Plain(raw),
+            encoding,
+        }
+    }
+
+    pub(super) fn from_body(
+        key: ObjectKey,
+        gvk: Arc<GroupVersionKind>,
+        meta: ObjectMeta,
+        body: Body,
+        encoding: Encoding,
+    ) -> Self {
+        Object {
+            key,
+            gvk,
+            body,
+            meta,
             encoding,
         }
     }
@@ -67,9 +87,48 @@ impl Object {
         &self.gvk
     }
 
-    /// The object's own bytes: the bare protobuf message or the JSON document.
-    pub fn raw(&self) -> &Bytes {
-        &self.raw
+    /// The object's own bytes: the bare protobuf message or the JSON document. A reference-
+    /// count clone of the received bytes, or, for a compressed object, a fresh buffer
+    /// decompressed into (see [`Object::with_raw`] to read them without one).
+    ///
+    /// # Errors
+    /// [`DecodeError::Compression`] when a compressed object does not decompress (the cached
+    /// object is left as it is).
+    pub fn raw(&self) -> Result<Bytes, DecodeError> {
+        self.body.bytes()
+    }
+
+    /// Runs `f` on the object's own bytes; a compressed object is decompressed into a buffer
+    /// the calling thread reuses (no allocation in the steady state).
+    ///
+    /// # Errors
+    /// As [`Object::raw`].
+    pub fn with_raw<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, DecodeError> {
+        self.body.with(f)
+    }
+
+    /// Length of the object's own bytes (decompressed), bytes.
+    pub fn raw_len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// What the object's bytes take in memory: [`Object::raw_len`], or the compressed frame's
+    /// length (metadata, held decoded, not counted).
+    pub fn cached_len(&self) -> usize {
+        self.body.cached_len()
+    }
+
+    /// `true` when the object's bytes are held compressed.
+    pub fn is_compressed(&self) -> bool {
+        self.body.plain().is_none()
+    }
+
+    /// The dictionary a compressed object was made with.
+    pub fn compressed_with(&self) -> Option<&Arc<Dictionary>> {
+        match &self.body {
+            Body::Plain(_) => None,
+            Body::Zstd { dict, .. } => Some(dict),
+        }
     }
 
     /// Encoding of [`Object::raw`].
@@ -114,9 +173,10 @@ impl Object {
     /// [`DecodeError::NotProtobuf`] for JSON objects; [`DecodeError::Typed`] when prost
     /// rejects the bytes or they are not a `T`.
     pub fn decode<T: prost::Message + Default>(&self) -> Result<T, DecodeError> {
-        match self.encoding {
-            Encoding::Protobuf => Ok(T::decode(self.raw.clone())?),
-            Encoding::Json => Err(DecodeError::NotProtobuf {
+        match (self.encoding, &self.body) {
+            (Encoding::Protobuf, Body::Plain(raw)) => Ok(T::decode(raw.clone())?),
+            (Encoding::Protobuf, _) => Ok(self.body.with(|raw| T::decode(raw))??),
+            (Encoding::Json, _) => Err(DecodeError::NotProtobuf {
                 encoding: self.encoding,
             }),
         }
@@ -141,9 +201,9 @@ impl Object {
     /// ```
     pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
         match self.encoding {
-            Encoding::Json => {
-                serde_json::from_slice(&self.raw).map_err(|e| DecodeError::json(&e, 0))
-            }
+            Encoding::Json => self
+                .body
+                .with(|raw| serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0)))?,
             Encoding::Protobuf => Err(DecodeError::NotJson {
                 encoding: self.encoding,
             }),
@@ -156,11 +216,13 @@ impl Object {
     /// [`DecodeError::Json`]; protobuf objects return [`DecodeError::UnknownEncoding`].
     pub fn to_json_value(&self) -> Result<serde_json::Value, DecodeError> {
         match self.encoding {
-            Encoding::Json => {
-                serde_json::from_slice(&self.raw).map_err(|e| DecodeError::json(&e, 0))
-            }
+            Encoding::Json => self
+                .body
+                .with(|raw| serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0)))?,
             Encoding::Protobuf => Err(DecodeError::UnknownEncoding {
-                start: self.raw.iter().take(4).copied().collect(),
+                start: self
+                    .body
+                    .with(|raw| raw.iter().take(4).copied().collect())?,
             }),
         }
     }

@@ -231,7 +231,7 @@ mod tests {
             } else {
                 let rv = i.to_string();
                 let ev = WatchEvent::bookmark(gvk.clone(), &rv, false, Encoding::Protobuf);
-                encode_watch_frame(&ev, &mut wire);
+                encode_watch_frame(&ev, &mut wire).unwrap();
             }
         }
         let mut d = WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT);

@@ -284,7 +284,8 @@ mod tests {
         encode_watch_frame(
             &WatchEvent::bookmark(gvk, "7", false, Encoding::Protobuf),
             &mut frame,
-        );
+        )
+        .unwrap();
         let resp = WatchResponse {
             format: WatchFormat::Protobuf,
             body: Flood(Bytes::from(frame)),

@@ -58,7 +58,7 @@ impl Api {
     /// for a protobuf simulator without twins.
     pub(super) fn object_json(&self, o: &Object) -> Result<Bytes, ApiError> {
         match (&self.json, o.encoding()) {
-            (_, Encoding::Json) => Ok(o.raw().clone()),
+            (_, Encoding::Json) => Ok(o.raw()?),
             (Some(t), _) => t
                 .to_json(o)
                 .map_err(|e| ApiError::Status(failure(500, "InternalError", e.to_string()))),

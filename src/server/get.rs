@@ -33,9 +33,11 @@ impl Api {
         let body = match enc {
             _ if meta_only => obj
                 .to_partial_object_metadata(enc)
-                .map(|p| p.to_wire())
+                .and_then(|p| p.to_wire())
                 .map_err(ApiError::from),
-            Encoding::Protobuf if obj.encoding() == Encoding::Protobuf => Ok(obj.to_wire()),
+            Encoding::Protobuf if obj.encoding() == Encoding::Protobuf => {
+                obj.to_wire().map_err(ApiError::from)
+            }
             Encoding::Protobuf => Err(ApiError::Status(failure(
                 406,
                 "NotAcceptable",

@@ -145,7 +145,7 @@ impl Api {
             let refs: Vec<&Object> = partial.iter().collect();
             let gvk = crate::object::partial_gvk(crate::object::PARTIAL_OBJECT_METADATA_LIST);
             return Ok(match enc {
-                Encoding::Protobuf => encode_list_protobuf(&gvk, rv, token, remaining, &refs),
+                Encoding::Protobuf => encode_list_protobuf(&gvk, rv, token, remaining, &refs)?,
                 Encoding::Json => {
                     crate::object::encode_list_json(&gvk, rv, token, remaining, &refs)?
                 }
@@ -166,7 +166,7 @@ impl Api {
                     token,
                     remaining,
                     items,
-                ))
+                )?)
             }
             Encoding::Json => {
                 let mut meta = json!({ "resourceVersion": rv });
@@ -176,9 +176,8 @@ impl Api {
                 if let Some(n) = remaining {
                     meta["remainingItemCount"] = n.into();
                 }
-                let mut out = Vec::with_capacity(
-                    items.iter().map(|o| o.raw().len() + 64).sum::<usize>() + 128,
-                );
+                let mut out =
+                    Vec::with_capacity(items.iter().map(|o| o.raw_len() + 64).sum::<usize>() + 128);
                 out.extend_from_slice(
                     format!(
                         "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",

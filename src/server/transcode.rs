@@ -98,9 +98,10 @@ impl JsonTranscoder {
                 });
             }
             let stripped = t.with_meta(ObjectMeta::default())?;
-            let rest_pb = rest_of(stripped.raw())?;
-            let rest_json =
-                json_rest(serde_json::from_slice(j.raw()).map_err(|e| DecodeError::json(&e, 0))?)?;
+            let rest_pb = rest_of(&stripped.raw()?)?;
+            let rest_json = json_rest(
+                serde_json::from_slice(&j.raw()?).map_err(|e| DecodeError::json(&e, 0))?,
+            )?;
             map.entry(hasher.hash_one(&rest_pb[..]))
                 .or_default()
                 .push(Twin { rest_pb, rest_json });
@@ -126,9 +127,9 @@ impl JsonTranscoder {
     /// [`TranscodeError::Unknown`] for a protobuf object not stamped from a known template.
     pub fn to_json(&self, obj: &Object) -> Result<Bytes, TranscodeError> {
         if obj.encoding() == Encoding::Json {
-            return Ok(obj.raw().clone());
+            return Ok(obj.raw()?);
         }
-        let rest = rest_of(obj.raw())?;
+        let rest = rest_of(&obj.raw()?)?;
         let twin = self
             .twins
             .get(&self.hasher.hash_one(&rest[..]))

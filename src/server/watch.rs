@@ -195,8 +195,7 @@ impl WatchStream {
                     };
                     let r = ev.map_err(io::Error::other).and_then(|ev| match *target {
                         Encoding::Protobuf => {
-                            encode_watch_frame(&ev, &mut out);
-                            Ok(())
+                            encode_watch_frame(&ev, &mut out).map_err(io::Error::other)
                         }
                         Encoding::Json => crate::object::encode_watch_line(&ev, &mut out)
                             .map_err(io::Error::other),
@@ -208,8 +207,7 @@ impl WatchStream {
                 }
                 let r = match (*target, json.as_ref()) {
                     (Encoding::Protobuf, _) => {
-                        encode_watch_frame(ev, &mut out);
-                        Ok(())
+                        encode_watch_frame(ev, &mut out).map_err(io::Error::other)
                     }
                     (Encoding::Json, Some(t)) => {
                         t.watch_line(ev, &mut out).map_err(io::Error::other)

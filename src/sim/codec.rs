@@ -105,7 +105,7 @@ impl Codec {
             rests.push(match encoding {
                 Encoding::Protobuf => {
                     // with_meta writes field 1 first, then every other field verbatim.
-                    let raw = t.with_meta(ObjectMeta::default())?.raw().clone();
+                    let raw = t.with_meta(ObjectMeta::default())?.raw()?;
                     let (len, n) = varint::read(&raw[1..]).ok().ok_or(DecodeError::Missing {
                         what: "template metadata",
                         offset: 1,
@@ -113,7 +113,7 @@ impl Codec {
                     raw.slice(1 + n + len as usize..)
                 }
                 Encoding::Json => json_rest(
-                    serde_json::from_slice(t.raw()).map_err(|e| DecodeError::json(&e, 0))?,
+                    serde_json::from_slice(&t.raw()?).map_err(|e| DecodeError::json(&e, 0))?,
                 )?,
             });
         }
@@ -149,7 +149,7 @@ impl Codec {
                 );
                 let doc = empty.with_meta(m)?;
                 let v: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(doc.raw()).map_err(|e| DecodeError::json(&e, 0))?;
+                    serde_json::from_slice(&doc.raw()?).map_err(|e| DecodeError::json(&e, 0))?;
                 let meta = v.get("metadata").cloned().unwrap_or_default();
                 let s = serde_json::to_string(&meta).map_err(|e| DecodeError::json(&e, 0))?;
                 let inner = if s.len() >= 2 { &s[1..s.len() - 1] } else { "" };

@@ -153,7 +153,7 @@ pub(super) fn list_page(shared: &Shared, opts: &ListOptions) -> Result<(Bytes, u
     let rv_s = rv.to_string();
     let body = match cfg.templates.encoding() {
         Encoding::Protobuf => {
-            encode_list_protobuf(&shared.list_gvk, &rv_s, &token, remaining, &page)
+            encode_list_protobuf(&shared.list_gvk, &rv_s, &token, remaining, &page)?
         }
         Encoding::Json => encode_list_json(&shared.list_gvk, &rv_s, &token, remaining, &page)?,
     };

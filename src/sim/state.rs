@@ -124,10 +124,7 @@ pub(crate) fn encode_event(
     out: &mut Vec<u8>,
 ) -> Result<(), DecodeError> {
     match encoding {
-        Encoding::Protobuf => {
-            encode_watch_frame(event, out);
-            Ok(())
-        }
+        Encoding::Protobuf => encode_watch_frame(event, out),
         Encoding::Json => encode_watch_line(event, out),
     }
 }

@@ -305,11 +305,7 @@ impl fmt::Debug for Templates {
             .field("encoding", &self.encoding())
             .field(
                 "sizes",
-                &self
-                    .objects
-                    .iter()
-                    .map(|o| o.raw().len())
-                    .collect::<Vec<_>>(),
+                &self.objects.iter().map(|o| o.raw_len()).collect::<Vec<_>>(),
             )
             .finish()
     }

@@ -91,16 +91,16 @@ fn main() -> Result<(), Error> {
     // Streams of small objects: ADDED, MODIFIED, DELETED, a bookmark, a 410 error.
     let small_pb: Vec<&Object> = pb_objects
         .iter()
-        .filter(|o| o.raw().len() <= STREAM_OBJECT_MAX)
+        .filter(|o| o.raw_len() <= STREAM_OBJECT_MAX)
         .collect();
     let small_json: Vec<&Object> = json_objects
         .iter()
-        .filter(|o| o.raw().len() <= STREAM_OBJECT_MAX)
+        .filter(|o| o.raw_len() <= STREAM_OBJECT_MAX)
         .collect();
     let frames = |events: &[WatchEvent]| {
         let mut out = Vec::new();
         for e in events {
-            encode_watch_frame(e, &mut out);
+            encode_watch_frame(e, &mut out).unwrap();
         }
         Bytes::from(out)
     };
@@ -130,7 +130,7 @@ fn main() -> Result<(), Error> {
     let mut by_kind: BTreeMap<String, Vec<&Object>> = BTreeMap::new();
     for o in pb_objects
         .iter()
-        .filter(|o| o.raw().len() <= STREAM_OBJECT_MAX)
+        .filter(|o| o.raw_len() <= STREAM_OBJECT_MAX)
     {
         by_kind.entry(o.gvk().to_string()).or_default().push(o);
     }
@@ -145,7 +145,7 @@ fn main() -> Result<(), Error> {
             .enumerate()
             .map(|(i, items)| {
                 let (cont, remaining) = page_meta(i);
-                encode_list_protobuf(&list_gvk(items[0]), "12345", cont, remaining, items).to_vec()
+                encode_list_protobuf(&list_gvk(items[0]), "12345", cont, remaining, items).unwrap().to_vec()
             })
             .collect(),
     )?;

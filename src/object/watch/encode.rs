@@ -13,13 +13,19 @@ use crate::object::{DecodeError, json};
 /// Appends one protobuf watch frame for `event` to `out`: 4-byte big-endian length, then
 /// `WatchEvent{type, RawExtension{raw}}` where raw is the object's envelope (protobuf objects)
 /// or JSON document (JSON objects), or a `Status` envelope for errors.
-pub fn encode_watch_frame(event: &WatchEvent, out: &mut Vec<u8>) {
+///
+/// # Errors
+/// When the event's object is compressed and does not decompress ([`Object::raw`]); nothing
+/// is appended then.
+///
+/// [`Object::raw`]: crate::object::Object::raw
+pub fn encode_watch_frame(event: &WatchEvent, out: &mut Vec<u8>) -> Result<(), DecodeError> {
     let event_type = event.event_type().as_str();
     // Protobuf objects are written straight into `out` (their bytes copied once); anything
     // else is encoded first.
     let (api_version, embedded) = match event.object() {
         Some(o) if o.encoding() == Encoding::Protobuf => (o.gvk().api_version(), None),
-        Some(o) => (String::new(), Some(o.to_wire())),
+        Some(o) => (String::new(), Some(o.to_wire()?)),
         None => match event {
             WatchEvent::Error(s) => (String::new(), Some(s.encode_protobuf())),
             _ => (String::new(), Some(Bytes::new())),
@@ -27,8 +33,13 @@ pub fn encode_watch_frame(event: &WatchEvent, out: &mut Vec<u8>) {
     };
     let raw_len = match (&embedded, event.object()) {
         (Some(b), _) => b.len(),
-        (None, Some(o)) => envelope_size(&api_version, &o.gvk().kind, o.raw().len()),
+        (None, Some(o)) => envelope_size(&api_version, &o.gvk().kind, o.raw_len()),
         (None, None) => 0,
+    };
+    // Taken before anything is appended (a compressed object is decompressed here).
+    let body = match (&embedded, event.object()) {
+        (None, Some(o)) => Some(o.raw()?),
+        _ => None,
     };
     let msg_len = len_field_size(event_type.len()) + len_field_size(len_field_size(raw_len));
     out.reserve(4 + msg_len);
@@ -40,9 +51,17 @@ pub fn encode_watch_frame(event: &WatchEvent, out: &mut Vec<u8>) {
     varint::put(out, raw_len as u64);
     match (embedded, event.object()) {
         (Some(b), _) => out.extend_from_slice(&b),
-        (None, Some(o)) => encode_envelope_into(&api_version, &o.gvk().kind, o.raw(), out),
+        (None, Some(o)) => {
+            encode_envelope_into(
+                &api_version,
+                &o.gvk().kind,
+                body.as_deref().unwrap_or(&[]),
+                out,
+            );
+        }
         (None, None) => {}
     }
+    Ok(())
 }
 
 /// Appends one JSON watch line for `event` to `out`: `{"type":..,"object":..}\n`. Protobuf

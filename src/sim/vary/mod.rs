@@ -96,7 +96,7 @@ impl Variation {
                 }
                 Encoding::Json => {
                     let doc: Map<String, Value> =
-                        serde_json::from_slice(t.raw()).map_err(|e| DecodeError::json(&e, 0))?;
+                        serde_json::from_slice(&t.raw()?).map_err(|e| DecodeError::json(&e, 0))?;
                     Typed::Json(doc)
                 }
             });
@@ -212,7 +212,7 @@ mod round_trip {
                 panic!("protobuf template")
             };
             let raw = t.objects()[0].with_meta(ObjectMeta::default()).unwrap();
-            let raw = raw.raw();
+            let raw = raw.raw().unwrap();
             // Unknown.raw of the Pod: field 1 (empty metadata) first, then the rest.
             let (len, n) = crate::object::varint::read(&raw[1..]).unwrap();
             let rest = &raw[1 + n + len as usize..];

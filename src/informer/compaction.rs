@@ -1,0 +1,185 @@
+//! The processing thread's idle work under [`Compression::Zstd`]: training the dictionary and
+//! rewriting written objects into their compact form.
+
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::Shared;
+use super::compression::{Compression, ZstdOptions};
+use crate::object::{Compactor, DecodeError, Dictionary, KeySet, ObjectKey};
+use crate::store::{Op, WriteBatch};
+
+/// Longest stretch of compaction between two looks at the DeltaFIFO: what an event arriving
+/// meanwhile may wait (one HEAD Pod compresses in about 11 µs, an etcd Pod in about 2.5 µs).
+const SLICE: Duration = Duration::from_micros(200);
+
+/// Objects compacted per store write (each write is one store version).
+const PER_WRITE: usize = 64;
+
+/// Fewest objects a dictionary is trained from; zstd's trainer fails on fewer.
+const MIN_SAMPLES: usize = 16;
+
+/// The compaction state, owned by the processing thread.
+pub(super) struct Compaction {
+    options: Option<ZstdOptions>,
+    /// Keys written since they were last compacted, oldest first, each once.
+    dirty: VecDeque<ObjectKey>,
+    queued: KeySet,
+    compactor: Option<Compactor>,
+    training: Option<Receiver<Result<Dictionary, DecodeError>>>,
+    /// Store size at the last failed training: the next try waits until it has doubled.
+    failed_at: Option<usize>,
+}
+
+impl Compaction {
+    pub(super) fn new(compression: &Compression) -> Compaction {
+        let options = match compression {
+            Compression::None => None,
+            Compression::Zstd(o) => Some(o.clone()),
+        };
+        let compactor = options
+            .as_ref()
+            .and_then(|o| o.dictionary.clone())
+            .map(Compactor::new);
+        Compaction {
+            options,
+            dirty: VecDeque::new(),
+            queued: KeySet::default(),
+            compactor,
+            training: None,
+            failed_at: None,
+        }
+    }
+
+    /// Records that `key` was written (its stored object may now be uncompressed).
+    pub(super) fn written(&mut self, key: &ObjectKey) {
+        if self.options.is_some() && self.queued.insert(key.clone()) {
+            self.dirty.push_back(key.clone());
+        }
+    }
+
+    /// Idle work, for at most [`SLICE`] or until a delta is queued: starts or collects the
+    /// dictionary's training, then compacts written objects. Returns whether more is left to
+    /// do right away (otherwise the thread may sleep: a finished training wakes it).
+    pub(super) fn run(&mut self, shared: &Shared) -> bool {
+        if self.options.is_none() || self.dirty.is_empty() {
+            return false;
+        }
+        if self.compactor.is_none() && !self.train(shared) {
+            return false;
+        }
+        let start = Instant::now();
+        while !self.dirty.is_empty() && shared.fifo.is_empty() && start.elapsed() < SLICE {
+            self.compact_some(shared);
+        }
+        !self.dirty.is_empty()
+    }
+
+    /// Starts the dictionary's training, or collects it: `true` once a compactor is ready.
+    fn train(&mut self, shared: &Shared) -> bool {
+        let Some(options) = &self.options else {
+            return false;
+        };
+        if let Some(rx) = &self.training {
+            match rx.try_recv() {
+                Err(TryRecvError::Empty) => {}
+                Ok(Ok(dict)) => {
+                    tracing::debug!(informer = %shared.name, bytes = dict.len(), "compression dictionary trained");
+                    self.compactor = Some(Compactor::new(Arc::new(dict)));
+                    self.training = None;
+                    return true;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(informer = %shared.name, error = %e, "compression dictionary training failed");
+                    self.failed_at = Some(shared.store.len());
+                    self.training = None;
+                }
+                Err(TryRecvError::Disconnected) => self.training = None,
+            }
+            return false;
+        }
+        // Train once the first list is in the store: it is what the cache will mostly hold.
+        let len = shared.store.len();
+        if !shared.fifo.has_synced()
+            || len < MIN_SAMPLES
+            || self.failed_at.is_some_and(|n| len < 2 * n.max(MIN_SAMPLES))
+        {
+            return false;
+        }
+        let snapshot = shared.store.snapshot();
+        let step = (len / options.train_samples.max(1)).max(1);
+        let samples: Vec<bytes::Bytes> = snapshot
+            .iter()
+            .step_by(step)
+            .filter(|(_, o)| !o.is_compressed())
+            .take(options.train_samples.max(MIN_SAMPLES))
+            .filter_map(|(_, o)| o.raw().ok())
+            .collect();
+        drop(snapshot);
+        let total: usize = samples.iter().map(bytes::Bytes::len).sum();
+        let max = options.dictionary_bytes.min(total / 8).max(256);
+        let level = options.level;
+        let wake = shared.rv_moved.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("informer-dictionary".into())
+            .spawn(move || {
+                let _ = tx.send(Dictionary::train(&samples, max, level));
+                wake.notify_one();
+            });
+        match spawned {
+            Ok(_) => self.training = Some(rx),
+            Err(_) => self.failed_at = Some(len),
+        }
+        false
+    }
+
+    /// Compacts up to [`PER_WRITE`] dirty keys and writes them as one store version.
+    fn compact_some(&mut self, shared: &Shared) {
+        let Some(compactor) = self.compactor.as_mut() else {
+            return;
+        };
+        // The writer lock keeps the stored objects as read until the write below (the
+        // processing thread, this one, is the only other writer).
+        let mut state = shared.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = &mut state.writer;
+        let snapshot = writer.snapshot();
+        let mut batch = WriteBatch::with_capacity(PER_WRITE);
+        let mut n = 0;
+        while n < PER_WRITE {
+            let Some(key) = self.dirty.pop_front() else {
+                break;
+            };
+            self.queued.remove(&key);
+            let Some(current) = snapshot.get(&key) else {
+                continue;
+            };
+            if current
+                .compressed_with()
+                .is_some_and(|d| Arc::ptr_eq(d, compactor.dictionary()))
+            {
+                continue;
+            }
+            match compactor.compact(current) {
+                Ok(small) => {
+                    batch.push(Op::Upsert(Arc::new(small)));
+                    n += 1;
+                }
+                // Kept as it is: the object is still cached, only uncompressed.
+                Err(e) => {
+                    tracing::debug!(informer = %shared.name, key = %key, error = %e, "not compressed")
+                }
+            }
+        }
+        drop(snapshot);
+        if n == 0 {
+            return;
+        }
+        batch.set_resource_version(writer.resource_version());
+        // An index function that rejects the compacted object rejected the original too
+        // (same metadata); then the batch is simply not applied.
+        let _ = writer.apply(batch);
+    }
+}

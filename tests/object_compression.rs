@@ -1,0 +1,166 @@
+//! Compact cached objects ([`Compactor`]): a compacted object equals the original (metadata,
+//! bytes, typed and serde decodes), its body is a zstd frame, its metadata keeps nothing of the
+//! received buffer, strings that repeat across objects are shared, and a dictionary that does
+//! not load is a typed error.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use informer::object::{self, Compactor, DecodeError, Dictionary, Object, ObjectMeta, Str};
+
+fn fixture(p: &str) -> Bytes {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(p);
+    let mut b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    // The etcd dump ends with the newline its tool printed after the value.
+    if b.starts_with(&object::MAGIC) && b.last() == Some(&b'\n') {
+        b.pop();
+    }
+    Bytes::from(b)
+}
+
+const FIXTURES: [&str; 3] = [
+    "k8s-testdata/HEAD/core.v1.Pod.pb",
+    "k8s-testdata/HEAD/core.v1.Pod.json",
+    "real/auger-etcd-real-protobuf/storage__pod.bin",
+];
+
+fn strings(m: &ObjectMeta) -> Vec<&Str> {
+    let mut v = vec![
+        &m.name,
+        &m.generate_name,
+        &m.namespace,
+        &m.uid,
+        &m.resource_version,
+    ];
+    for (k, val) in m.labels.iter().chain(m.annotations.iter()) {
+        v.extend([k, val]);
+    }
+    for o in &m.owner_references {
+        v.extend([&o.api_version, &o.kind, &o.name, &o.uid]);
+    }
+    v.extend(&m.finalizers);
+    v
+}
+
+fn inside(buf: &[u8], s: &[u8]) -> bool {
+    let (b, p) = (buf.as_ptr() as usize, s.as_ptr() as usize);
+    !s.is_empty() && p >= b && p + s.len() <= b + buf.len()
+}
+
+/// A dictionary made of the object's own bytes (a raw-content dictionary: enough for tests).
+fn dict_of(obj: &Object) -> Arc<Dictionary> {
+    Arc::new(Dictionary::from_bytes(&obj.raw().unwrap(), 3).unwrap())
+}
+
+#[test]
+fn compacted_objects_equal_the_originals() {
+    for path in FIXTURES {
+        let input = fixture(path);
+        let obj = object::decode(input.clone()).unwrap();
+        let mut c = Compactor::new(dict_of(&obj));
+        let small = c.compact(&obj).unwrap();
+        assert!(small.is_compressed() && !obj.is_compressed(), "{path}");
+        assert!(Arc::ptr_eq(
+            small.compressed_with().unwrap(),
+            c.dictionary()
+        ));
+        assert_eq!(small.meta(), obj.meta(), "{path}");
+        assert_eq!(small.key(), obj.key());
+        assert_eq!(small.gvk(), obj.gvk());
+        assert_eq!(small.encoding(), obj.encoding());
+        assert_eq!(small.raw().unwrap(), obj.raw().unwrap(), "{path}");
+        assert_eq!(small.raw_len(), obj.raw_len());
+        assert!(
+            small.cached_len() * 10 < obj.cached_len(),
+            "{path}: {}",
+            small.cached_len()
+        );
+        assert_eq!(small, obj, "{path}: objects compare by content");
+        assert_eq!(small.to_wire().unwrap(), obj.to_wire().unwrap());
+        match obj.encoding() {
+            object::Encoding::Protobuf => {
+                let a: k8s_pb::api::core::v1::Pod = obj.decode().unwrap();
+                let b: k8s_pb::api::core::v1::Pod = small.decode().unwrap();
+                assert_eq!(a, b, "{path}");
+            }
+            object::Encoding::Json => {
+                let a: k8s_openapi::api::core::v1::Pod = obj.deserialize().unwrap();
+                let b: k8s_openapi::api::core::v1::Pod = small.deserialize().unwrap();
+                assert_eq!(a, b, "{path}");
+                assert_eq!(small.to_json_value().unwrap(), obj.to_json_value().unwrap());
+            }
+        }
+        // Nothing of the compact form points into the received buffer any more.
+        for s in strings(small.meta()) {
+            assert!(
+                !inside(&input, s.as_bytes()),
+                "{path}: {s:?} still in the input"
+            );
+        }
+        for m in &small.meta().managed_fields {
+            assert!(
+                !inside(&input, m),
+                "{path}: a managed-fields entry still in the input"
+            );
+        }
+        // Compacting again with the same dictionary changes nothing.
+        let again = c.compact(&small).unwrap();
+        assert_eq!(again.raw().unwrap(), obj.raw().unwrap());
+    }
+}
+
+#[test]
+fn repeated_strings_are_shared_across_objects() {
+    let obj = object::decode(fixture(FIXTURES[0])).unwrap();
+    let mut renamed = obj.meta().clone();
+    renamed.name = "another-pod".into();
+    renamed.uid = "0d4b5e2c-0000-4000-8000-000000000001".into();
+    let sibling = obj.with_meta(renamed).unwrap();
+    let mut c = Compactor::new(dict_of(&obj));
+    let (a, b) = (c.compact(&obj).unwrap(), c.compact(&sibling).unwrap());
+    assert_eq!(b.name(), "another-pod");
+    let same = |x: &Str, y: &Str| x.as_ptr() == y.as_ptr() && !x.is_empty();
+    assert!(same(&a.meta().namespace, &b.meta().namespace));
+    let (ka, va) = a
+        .meta()
+        .labels
+        .iter()
+        .next()
+        .expect("the fixture has labels");
+    let (kb, vb) = b.meta().labels.iter().next().unwrap();
+    assert!(same(ka, kb) && same(va, vb), "label key and value shared");
+    // Names and uids are the object's own.
+    assert!(!same(&a.meta().name, &b.meta().name));
+    assert!(c.shared_strings() > 0);
+}
+
+#[test]
+fn a_dictionary_that_does_not_load_is_a_typed_error() {
+    // zstd's dictionary magic, then a header zstd cannot parse.
+    let mut bad = 0xEC30_A437u32.to_le_bytes().to_vec();
+    bad.extend_from_slice(&[0xff; 60]);
+    assert!(matches!(
+        Dictionary::from_bytes(&bad, 3),
+        Err(DecodeError::Compression { .. })
+    ));
+    // Too little to train on.
+    assert!(matches!(
+        Dictionary::train(&[b"x".to_vec()], 4096, 3),
+        Err(DecodeError::Compression { .. })
+    ));
+}
+
+#[test]
+fn objects_from_different_dictionaries_recompress() {
+    let obj = object::decode(fixture(FIXTURES[2])).unwrap();
+    let (d1, d2) = (dict_of(&obj), dict_of(&obj));
+    assert_ne!(d1.id(), d2.id());
+    let first = Compactor::new(d1).compact(&obj).unwrap();
+    let mut c2 = Compactor::new(d2.clone());
+    let second = c2.compact(&first).unwrap();
+    assert!(Arc::ptr_eq(second.compressed_with().unwrap(), &d2));
+    assert_eq!(second.raw().unwrap(), obj.raw().unwrap());
+}
