@@ -111,6 +111,33 @@ fn flood_verifies_and_reports_json() {
 }
 
 #[test]
+fn flood_with_compression_reports_the_compressed_cache() {
+    let out = bin()
+        .args([
+            "flood",
+            "--objects",
+            "300",
+            "--events",
+            "3000",
+            "--template",
+            "etcd-pod",
+        ])
+        .args(["--compression", "zstd", "--vary", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(v["verified"], true, "{v}");
+    let cache = &v["cache"];
+    assert_eq!(cache["compressed_objects"], cache["objects"], "{v}");
+    assert!(
+        cache["cached_bytes_per_object"].as_f64().unwrap() < 600.0,
+        "{v}"
+    );
+    assert!(cache["ratio"].as_f64().unwrap() < 0.4, "{v}");
+}
+
+#[test]
 fn flood_json_template_verifies() {
     let out = bin()
         .args([

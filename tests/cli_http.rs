@@ -217,3 +217,49 @@ fn serve_takes_repeated_templates_with_their_own_object_counts() {
         "{err}"
     );
 }
+
+/// `informer watch --compression zstd` compresses the whole cache once synced and reports it
+/// (`cache` in `--report-json`); `--compression none` keeps the received bytes.
+#[test]
+fn watch_reports_cache_bytes_with_and_without_compression() {
+    let (mut server, url) = serve(&["--objects", "400", "--template", "etcd-pod"]);
+    for compression in ["zstd", "none"] {
+        let out = bin()
+            .args([
+                "watch",
+                "--server",
+                &url,
+                "--interval",
+                "10",
+                "--duration",
+                "3",
+            ])
+            .args(["--compression", compression, "--report-json"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("cache:             400 objects"), "{text}");
+        let json = text.lines().last().unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+        let cache = &v["cache"];
+        assert_eq!(cache["objects"], 400, "{v}");
+        assert_eq!(cache["compression"], compression, "{v}");
+        let ratio = cache["ratio"].as_f64().unwrap();
+        if compression == "zstd" {
+            assert_eq!(cache["compressed_objects"], 400, "{v}");
+            assert!(ratio < 0.5, "{v}");
+            assert!(cache["dictionary_bytes"].as_u64().unwrap() > 0, "{v}");
+        } else {
+            assert_eq!(cache["compressed_objects"], 0, "{v}");
+            assert!((ratio - 1.0).abs() < 1e-9, "{v}");
+        }
+        assert!(
+            cache["raw_bytes_per_object"].as_f64().unwrap() > 1000.0,
+            "{v}"
+        );
+    }
+    server.kill().ok();
+    server.wait().ok();
+}

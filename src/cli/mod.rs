@@ -1,5 +1,6 @@
 //! Subcommands of the `informer` binary.
 
+pub(crate) mod cache;
 pub(crate) mod decode;
 pub(crate) mod duration;
 pub(crate) mod flood;

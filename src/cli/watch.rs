@@ -13,6 +13,8 @@ use informer::object::Object;
 use informer::reflector::ReflectorConfig;
 use informer::{HandlerOptions, Informer, InformerConfig};
 
+use super::cache::{CacheReport, CompressionArg};
+
 /// Arguments of `informer watch`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct WatchArgs {
@@ -50,6 +52,12 @@ pub(crate) struct WatchArgs {
     /// Namespaces shown per summary line (largest first).
     #[arg(long, default_value_t = 5)]
     top: usize,
+    /// How the cache holds objects: as received, or zstd-compressed once idle.
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    compression: CompressionArg,
+    /// Print the final report as one JSON document (after the human lines).
+    #[arg(long)]
+    report_json: bool,
 }
 
 /// Counts notifications and remembers when the last one came.
@@ -112,6 +120,7 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
                 field_selector: args.field_selector.clone(),
                 ..Default::default()
             },
+            compression: args.compression.config(),
             ..Default::default()
         },
     );
@@ -184,6 +193,30 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
             ns.as_str()
         };
         println!("  {ns:<30} {n}");
+    }
+    let cache = CacheReport::new(args.compression, &informer.cache_stats());
+    println!("  cache:             {}", cache.line());
+    if args.report_json {
+        let report = serde_json::json!({
+            "resource": path,
+            "synced": informer.has_synced(),
+            "resource_version": s.store_rv,
+            "objects": s.objects,
+            "namespaces": s.per_ns.len(),
+            "seconds": secs,
+            "watch_events": s.events,
+            "bookmarks": s.bookmarks,
+            "watch_bytes": s.watch_bytes,
+            "adds": counts.adds.load(Ordering::Relaxed),
+            "updates": counts.updates.load(Ordering::Relaxed),
+            "deletes": counts.deletes.load(Ordering::Relaxed),
+            "lists": s.lists,
+            "relists": s.relists,
+            "watches": s.watches,
+            "errors": s.errors,
+            "cache": cache,
+        });
+        println!("{report}");
     }
     informer.shutdown();
     Ok(())

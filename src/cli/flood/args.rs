@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use informer::InformerConfig;
+
+use crate::cli::cache::CompressionArg;
 use informer::distributor::OverflowPolicy;
 use informer::fifo::FifoKind;
 use informer::reflector::ReflectorConfig;
@@ -189,6 +191,10 @@ pub(crate) struct FloodArgs {
     /// Do not draw a progress bar.
     #[arg(long)]
     pub(super) no_progress: bool,
+    /// How the informer's cache holds objects: as received, or zstd-compressed once idle (the
+    /// report's `cache` figures are then taken once every object is compressed).
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    pub(super) compression: CompressionArg,
 }
 
 impl FloodArgs {
@@ -199,6 +205,7 @@ impl FloodArgs {
             store: StoreConfig::new().shards(self.shards),
             reflector: self.reflector_config(),
             fifo: self.fifo.kind(),
+            compression: self.compression.config(),
             ..Default::default()
         }
     }

@@ -17,6 +17,7 @@ use super::report::{CommonReport, FloodReport, FloodRun, RecordReport, RunReport
 use super::source::Source;
 use super::view::{add_views, verify};
 use super::wait::{WaitCounters, us_to_secs};
+use crate::cli::cache::{CacheReport, CompressionArg};
 
 /// Most generator steps per second of a paced flood: above this rate a step makes
 /// ⌈`rate / PACED_STEPS_PER_SEC`⌉ changes (a step costs the generator a few microseconds).
@@ -139,7 +140,8 @@ pub(super) fn run_pipeline<L: ListerWatcher>(
         &mut problems,
     )?;
     let secs = timeline.elapsed.as_secs_f64().max(1e-9);
-    let common = CommonReport::new(
+    let cache = cache_report(&informer, args.compression);
+    let mut common = CommonReport::new(
         &informer,
         flooded.made,
         secs,
@@ -148,6 +150,7 @@ pub(super) fn run_pipeline<L: ListerWatcher>(
         args.slow_handlers,
         problems,
     );
+    common.cache = Some(cache);
     informer.shutdown();
     let mut run = flood_run(args, transport, &truth, list_done, &timeline, &flooded);
     if let (Some(f), Some(sim)) = (&faults, source.local()) {
@@ -322,4 +325,23 @@ fn flood_run(
         faults: None,
         record: None,
     }
+}
+
+/// The cache figures at the end of a run; with compression on, once every cached object is
+/// compressed (the processing thread compacts when idle), or after 60 s.
+fn cache_report<L: ListerWatcher>(
+    informer: &Informer<L>,
+    compression: CompressionArg,
+) -> CacheReport {
+    if compression != CompressionArg::None {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let s = informer.cache_stats();
+            if s.compressed == s.objects || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    CacheReport::new(compression, &informer.cache_stats())
 }

@@ -9,6 +9,8 @@ use informer::Informer;
 use informer::reflector::ListerWatcher;
 use serde::{Serialize, Serializer};
 
+use crate::cli::cache::CacheReport;
+
 /// What a flood or replay measured and whether it verified.
 #[derive(Debug, Serialize)]
 pub(super) struct FloodReport {
@@ -51,6 +53,8 @@ pub(super) struct CommonReport {
     pub(super) panics: u64,
     /// `VmHWM` of `/proc/self/status`; `null` where that is not readable.
     pub(super) peak_rss_bytes: Option<u64>,
+    /// Bytes per cached object and compression ratio at the end (floods only).
+    pub(super) cache: Option<CacheReport>,
     /// Whether the store and every view equal the expected objects.
     pub(super) verified: bool,
     /// What differed (empty when verified).
@@ -283,19 +287,12 @@ impl CommonReport {
                 .max()
                 .unwrap_or(0),
             panics: listener_stats.iter().map(|s| s.panics).sum(),
-            peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_bytes: crate::cli::cache::proc_status_bytes("VmHWM:"),
+            cache: None,
             verified: problems.is_empty(),
             problems,
         }
     }
-}
-
-/// The process's peak resident set (`VmHWM`), where `/proc/self/status` is readable.
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }
 
 impl FloodReport {
@@ -400,6 +397,9 @@ impl fmt::Display for FloodReport {
                 "  peak RSS:           {:.1} MiB",
                 rss as f64 / (1024.0 * 1024.0)
             )?;
+        }
+        if let Some(cache) = &c.cache {
+            writeln!(out, "  cache:              {}", cache.line())?;
         }
         if c.verified {
             let (objects, rv) = self.expected();
