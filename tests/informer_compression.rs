@@ -146,3 +146,64 @@ async fn a_given_dictionary_is_used_without_training() {
     }
     assert_matches_sim(&informer, &sim);
 }
+
+/// A relist after the cache is compacted keeps the stored compact objects of every unchanged
+/// key (same `Arc`: nothing decompressed, copied or compressed again) and compacts the changed
+/// ones as the list arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_keeps_compacted_objects_and_compacts_the_new_list() {
+    use informer::sim::{Fault, StreamFault};
+    let sim = sim("etcd", |c| {
+        c.initial_objects(400).target_objects(400).vary(true)
+    });
+    let informer = Informer::new(sim.clone(), config(Compression::zstd()));
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let all = |i: &Informer<_>| {
+        let s = i.cache_stats();
+        s.objects == 400 && s.compressed == 400
+    };
+    assert!(eventually(Duration::from_secs(30), || all(&informer)).await);
+    let before = informer.store().snapshot();
+
+    sim.inject(Fault::Stream {
+        after_events: 0,
+        action: StreamFault::Expired,
+    });
+    let rv = sim.flood(5).await.unwrap();
+    informer.store().wait_for(rv).await.unwrap();
+    let relists = || {
+        informer
+            .reflector_metrics()
+            .unwrap()
+            .relists
+            .load(Ordering::Relaxed)
+    };
+    assert!(eventually(Duration::from_secs(30), || relists() >= 1).await);
+    let rv = sim.resource_version();
+    informer.store().wait_for(rv).await.unwrap();
+    // Changes that came on the new watch rather than in the list are compacted when idle.
+    assert!(eventually(Duration::from_secs(30), || all(&informer)).await);
+
+    let after = informer.store().snapshot();
+    let truth = sim.truth().objects;
+    let mut kept = 0;
+    for (key, o) in after.iter() {
+        let expected = &truth[key];
+        assert_eq!(o.raw().unwrap(), expected.raw().unwrap());
+        if let Some(old) = before.get(key)
+            && old.resource_version() == o.resource_version()
+        {
+            assert!(
+                Arc::ptr_eq(old, o),
+                "{key}: unchanged, so the stored object is kept"
+            );
+            kept += 1;
+        }
+    }
+    assert_eq!(after.len(), truth.len());
+    assert!(kept >= 390, "{kept} of {} kept", after.len());
+}

@@ -87,7 +87,9 @@ impl Compaction {
                 Err(TryRecvError::Empty) => {}
                 Ok(Ok(dict)) => {
                     tracing::debug!(informer = %shared.name, bytes = dict.len(), "compression dictionary trained");
-                    self.compactor = Some(Compactor::new(Arc::new(dict)));
+                    let dict = Arc::new(dict);
+                    shared.dictionary.store(Some(dict.clone()));
+                    self.compactor = Some(Compactor::new(dict));
                     self.training = None;
                     return true;
                 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use super::gate::{self, Gate};
+use super::list_compactor::ListCompactor;
 use super::process;
 use super::sink::FifoSink;
 use super::sync_error::CacheSyncError;
@@ -47,6 +48,9 @@ impl<L: ListerWatcher> Informer<L> {
             fifo: self.shared.fifo.clone(),
             seen_rv: self.shared.seen_rv.clone(),
             rv_moved: self.shared.rv_moved.clone(),
+            list_compactor: matches!(self.shared.compression, super::Compression::Zstd(_)).then(
+                || ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone()),
+            ),
         });
         let user_handler = self
             .watch_error_handler

@@ -8,6 +8,7 @@ mod compression;
 mod events;
 mod gate;
 mod lifecycle;
+mod list_compactor;
 mod lister;
 mod options;
 mod process;
@@ -110,6 +111,8 @@ struct Shared {
     processing: prometheus::LatencyHistogram,
     /// How cached objects are held (see [`compaction`]).
     compression: Compression,
+    /// The dictionary objects are compressed with, once trained (or given).
+    dictionary: Arc<arc_swap::ArcSwapOption<crate::object::Dictionary>>,
     /// The reflector's counters, set by `start`.
     reflector_metrics: OnceLock<Arc<ReflectorMetrics>>,
 }
@@ -229,6 +232,10 @@ impl<L: ListerWatcher> Informer<L> {
                 error_feeds: Mutex::new(Vec::new()),
                 processing: prometheus::LatencyHistogram::default(),
                 reflector_metrics: OnceLock::new(),
+                dictionary: Arc::new(arc_swap::ArcSwapOption::from(match &config.compression {
+                    Compression::Zstd(o) => o.dictionary.clone(),
+                    Compression::None => None,
+                })),
                 compression: config.compression,
             }),
             lw: Arc::new(lw),

@@ -9,6 +9,8 @@ use crate::object::{Object, ObjectKey, parse_resource_version};
 use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
 use crate::store::Store;
 
+use super::list_compactor::ListCompactor;
+
 /// The reflector writes straight into the queue, as client-go's reflector into its DeltaFIFO:
 /// a list is a [`DeltaFifo::replace`], watch changes are [`DeltaFifo::add`] /
 /// [`DeltaFifo::update`] / [`DeltaFifo::delete`] (one [`DeltaFifo::apply_changes`] per batch),
@@ -59,6 +61,8 @@ pub(super) struct FifoSink {
     /// Wakes the processing thread when `seen_rv` moved (it may advance the store's
     /// resourceVersion even when no delta follows, e.g. after a bookmark).
     pub(super) rv_moved: Arc<tokio::sync::Notify>,
+    /// Compacts listed objects as they arrive (with [`Compression::Zstd`](super::Compression)).
+    pub(super) list_compactor: Option<ListCompactor>,
 }
 
 impl FifoSink {
@@ -91,6 +95,13 @@ impl ReflectorStore for FifoSink {
             self.saw(&rv);
         }
         Ok(())
+    }
+
+    fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
+        match &self.list_compactor {
+            Some(c) => c.compact(items),
+            None => items,
+        }
     }
 
     fn bookmark(&self, resource_version: &str) {

@@ -47,7 +47,9 @@ impl<L: ListerWatcher> Reflector<L> {
                     let body = self.lw.list(&full).await?;
                     ReflectorMetrics::inc(&self.metrics.list_pages);
                     let list = decode_list(body)?;
-                    let items = list.items.into_iter().map(Arc::new).collect();
+                    let items = self
+                        .store
+                        .listed(list.items.into_iter().map(Arc::new).collect());
                     return Ok((items, list.resource_version, true));
                 }
                 Err(e) => return Err(e),
@@ -62,7 +64,10 @@ impl<L: ListerWatcher> Reflector<L> {
                         + list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 16) as usize,
                 );
             }
-            items.extend(list.items.into_iter().map(Arc::new));
+            items.extend(
+                self.store
+                    .listed(list.items.into_iter().map(Arc::new).collect()),
+            );
             pages += 1;
             if list.continue_token.is_empty() {
                 return Ok((items, list.resource_version, pages > 1));

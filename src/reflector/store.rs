@@ -47,6 +47,14 @@ pub trait ReflectorStore: Send + Sync {
     /// [`StoreClosed`] when the consumer has gone.
     fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed>;
 
+    /// Objects of a list as they arrive (one page, or a streaming list's batch of events),
+    /// before the whole list goes to [`replace`](Self::replace): returns them in the form the
+    /// store will keep, so that what a page's buffer holds can be released before the next
+    /// page arrives (a compressing informer compacts them here). Default: as they are.
+    fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
+        items
+    }
+
     /// A bookmark: nothing changed up to `resource_version`. Default: ignored.
     fn bookmark(&self, resource_version: &str) {
         let _ = resource_version;

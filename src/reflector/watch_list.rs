@@ -102,7 +102,10 @@ impl<L: ListerWatcher> Reflector<L> {
             for ev in events.by_ref() {
                 match ev {
                     WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                        state.insert(o.key(), Arc::new(o));
+                        let o = self.store.listed(vec![Arc::new(o)]).pop();
+                        if let Some(o) = o {
+                            state.insert(o.key(), o);
+                        }
                     }
                     WatchEvent::Deleted(o) => {
                         state.remove(&o.key());
