@@ -10,14 +10,23 @@
 //! the dictionary, and the time to decompress one object. Printed as a table (no criterion
 //! groups: the figures are sizes and one timing per row).
 //!
+//! A second table measures the informer's own compact form ([`Compactor`], what
+//! `Compression::Zstd` caches) on the varied corpus: compaction time per object, a typed decode
+//! of a compacted object against the same decode of the received one, and `get` + a metadata
+//! read from a store of compacted objects against a store of received ones (same keys, same
+//! order, best of 5 passes each, alternated).
+//!
 //! `cargo bench --bench compression` (about a minute).
 
 // A bench's main is not documented API.
 #![allow(missing_docs)]
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use informer::object::{Compactor, Dictionary, Encoding, Object};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+use informer::store::{Op, Store, StoreConfig, WriteBatch};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -43,6 +52,14 @@ fn n() -> usize {
 
 /// The wire bytes of `n` objects from `templates`.
 fn corpus(templates: Templates, vary: bool, n: usize) -> Vec<Vec<u8>> {
+    objects(templates, vary, n)
+        .iter()
+        .map(|o| o.raw().unwrap().to_vec())
+        .collect()
+}
+
+/// `n` objects from `templates`, as the simulator serves them.
+fn objects(templates: Templates, vary: bool, n: usize) -> Vec<Arc<Object>> {
     let sim = SimServer::new(
         SimConfig::new(templates)
             .seed(1)
@@ -50,11 +67,91 @@ fn corpus(templates: Templates, vary: bool, n: usize) -> Vec<Vec<u8>> {
             .vary(vary),
     )
     .expect("simulator");
-    sim.truth()
-        .objects
-        .values()
-        .map(|o| o.raw().unwrap().to_vec())
-        .collect()
+    sim.truth().objects.into_values().collect()
+}
+
+/// One typed decode of `o`: k8s-pb for protobuf, k8s-openapi (serde) for JSON.
+fn typed(o: &Object) -> usize {
+    match o.encoding() {
+        Encoding::Protobuf => {
+            let pod: k8s_pb::api::core::v1::Pod = o.decode().expect("typed decode");
+            pod.spec.map_or(0, |s| s.containers.len())
+        }
+        Encoding::Json => {
+            let pod: k8s_openapi::api::core::v1::Pod = o.deserialize().expect("serde decode");
+            pod.spec.map_or(0, |s| s.containers.len())
+        }
+    }
+}
+
+fn store_of(objs: &[Arc<Object>]) -> Store {
+    let (store, mut writer) = informer::store::store(StoreConfig::new());
+    let mut batch = WriteBatch::with_capacity(objs.len());
+    for o in objs {
+        batch.push(Op::Upsert(o.clone()));
+    }
+    writer.apply(batch).expect("store write");
+    // The writer must outlive the reads only as long as the store; leak it with the bench.
+    std::mem::forget(writer);
+    store
+}
+
+/// Best of `passes` of `f` over `objs`, ns per object.
+fn best(passes: usize, objs: &[Arc<Object>], mut f: impl FnMut(&Arc<Object>) -> usize) -> f64 {
+    let mut best = Duration::MAX;
+    for _ in 0..passes {
+        let t0 = Instant::now();
+        let mut sink = 0usize;
+        for o in objs {
+            sink = sink.wrapping_add(f(o));
+        }
+        std::hint::black_box(sink);
+        best = best.min(t0.elapsed());
+    }
+    best.as_nanos() as f64 / objs.len() as f64
+}
+
+/// The compact-form table's row for one corpus.
+fn reads(objs: &[Arc<Object>], level: i32) {
+    let step = (objs.len() / TRAIN).max(1);
+    let samples: Vec<bytes::Bytes> = objs
+        .iter()
+        .step_by(step)
+        .map(|o| o.raw().unwrap())
+        .collect();
+    let dict = Arc::new(Dictionary::train(&samples, DICT_BYTES, level).expect("dictionary"));
+    let mut c = Compactor::new(dict);
+    let t0 = Instant::now();
+    let small: Vec<Arc<Object>> = objs
+        .iter()
+        .map(|o| Arc::new(c.compact(o).expect("compact")))
+        .collect();
+    let compact_ns = t0.elapsed().as_nanos() as f64 / objs.len() as f64;
+    let (mut plain_ns, mut small_ns) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        plain_ns = plain_ns.min(best(1, objs, |o| typed(o)));
+        small_ns = small_ns.min(best(1, &small, |o| typed(o)));
+    }
+    let (plain_store, small_store) = (store_of(objs), store_of(&small));
+    let (mut plain_get, mut small_get) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        plain_get = plain_get.min(best(1, objs, |o| {
+            plain_store.get(o.key_ref()).map_or(0, |g| g.name().len())
+        }));
+        small_get = small_get.min(best(1, objs, |o| {
+            small_store.get(o.key_ref()).map_or(0, |g| g.name().len())
+        }));
+    }
+    println!(
+        "{:>12.0} {:>12.0} {:>12.0} {:>8.2} {:>10.0} {:>10.0} {:>8.2}",
+        compact_ns,
+        plain_ns,
+        small_ns,
+        small_ns / plain_ns,
+        plain_get,
+        small_get,
+        small_get / plain_get
+    );
 }
 
 /// Loads one template set from the fixtures directory.
@@ -133,7 +230,7 @@ fn main() {
             Templates::openshift_json(d).expect("OpenShift Pods")
         }),
     ];
-    for (name, load) in sets {
+    for (name, load) in &sets {
         for vary in [false, true] {
             let objs = corpus(load(&dir), vary, n);
             let r = measure(&objs, level);
@@ -151,4 +248,24 @@ fn main() {
         }
     }
     println!();
+
+    println!(
+        "\nThe informer's compact form (Compactor, level {level}), varied corpus, ns per object"
+    );
+    println!(
+        "{:<16} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10} {:>8}",
+        "template",
+        "compact",
+        "typed plain",
+        "typed zstd",
+        "ratio",
+        "get plain",
+        "get zstd",
+        "ratio"
+    );
+    for (name, load) in &sets {
+        let objs = objects(load(&dir), true, n);
+        print!("{name:<16} ");
+        reads(&objs, level);
+    }
 }

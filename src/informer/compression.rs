@@ -19,7 +19,25 @@ use crate::store::Snapshot;
 ///
 /// Nothing is compressed while events keep arriving faster than they are applied (the
 /// compaction waits for an empty queue), so ingest keeps its speed and only the objects that
-/// stay in the cache are compressed.
+/// stay in the cache are compressed. Once a dictionary exists, a relist's objects are compacted
+/// as each page arrives, and those the cache already holds at the same resourceVersion are
+/// kept as they are, so a relist never holds the whole list uncompressed.
+///
+/// `metadata.managedFields` entries are kept, uncompressed, in each object's own buffer
+/// ([`ObjectMeta::managed_fields`](crate::object::ObjectMeta::managed_fields) reads the same
+/// with or without compression); drop them with
+/// [`strip_managed_fields`](super::strip_managed_fields) when no handler reads them.
+///
+/// The default is [`Compression::None`]: compression pays off by object size (100 000 varied
+/// Pods under `informer watch`, 2026-12-04: 5.8× less RSS for 13 KB HEAD Pods, 3.5× for the
+/// mixed template, 1.3× for 1.6 KB etcd Pods, BENCHMARKS.md "Compressed cache"), it spends idle
+/// CPU (2–17 µs per object written), and it replaces the stored `Arc` of each object once
+/// (handlers' objects are not the store's afterwards).
+///
+/// With mimalloc, freed list buffers leave the resident set only if the allocator purges them
+/// while the threads are quiet: set `MIMALLOC_PURGE_DELAY=0` for a long-lived cache (the
+/// `informer watch` binary does; with the default delay RSS stayed at 925 MiB instead of
+/// 241 MiB for 100 000 HEAD Pods).
 ///
 /// [`InformerConfig::compression`]: super::InformerConfig::compression
 ///
