@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::Shared;
 use super::compression::{Compression, ZstdOptions};
+use super::ratio_watch::RatioWatch;
 use crate::object::{Compactor, DecodeError, Dictionary, KeySet, ObjectKey};
 use crate::store::{Op, WriteBatch};
 
@@ -31,6 +32,14 @@ pub(super) struct Compaction {
     training: Option<Receiver<Result<Dictionary, DecodeError>>>,
     /// Store size at the last failed training: the next try waits until it has doubled.
     failed_at: Option<usize>,
+    /// How well the current dictionary compresses (trained ones only: a given dictionary is
+    /// kept whatever its ratio).
+    ratio: RatioWatch,
+    /// The ratio degraded: train a new dictionary (objects compressed with the old one keep
+    /// it; new writes use the new one).
+    retrain: bool,
+    /// The dictionary was given ([`ZstdOptions::dictionary`]): never retrained.
+    given: bool,
 }
 
 impl Compaction {
@@ -44,12 +53,15 @@ impl Compaction {
             .and_then(|o| o.dictionary.clone())
             .map(Compactor::new);
         Compaction {
+            given: compactor.is_some(),
             options,
             dirty: VecDeque::new(),
             queued: KeySet::default(),
             compactor,
             training: None,
             failed_at: None,
+            ratio: RatioWatch::default(),
+            retrain: false,
         }
     }
 
@@ -67,17 +79,25 @@ impl Compaction {
         if self.options.is_none() || self.dirty.is_empty() {
             return false;
         }
-        if self.compactor.is_none() && !self.train(shared) {
+        let ready = self.train(shared);
+        if self.compactor.is_none() && !ready {
             return false;
         }
         let start = Instant::now();
         while !self.dirty.is_empty() && shared.fifo.is_empty() && start.elapsed() < SLICE {
             self.compact_some(shared);
         }
+        if self.retrain && self.training.is_none() {
+            self.train(shared);
+            if self.training.is_some() {
+                self.retrain = false;
+            }
+        }
         !self.dirty.is_empty()
     }
 
-    /// Starts the dictionary's training, or collects it: `true` once a compactor is ready.
+    /// Starts the dictionary's training (the first, or a retraining), or collects it: `true`
+    /// when a new compactor was installed.
     fn train(&mut self, shared: &Shared) -> bool {
         let Some(options) = &self.options else {
             return false;
@@ -90,6 +110,7 @@ impl Compaction {
                     let dict = Arc::new(dict);
                     shared.dictionary.store(Some(dict.clone()));
                     self.compactor = Some(Compactor::new(dict));
+                    self.ratio = RatioWatch::default();
                     self.training = None;
                     return true;
                 }
@@ -100,6 +121,9 @@ impl Compaction {
                 }
                 Err(TryRecvError::Disconnected) => self.training = None,
             }
+            return false;
+        }
+        if self.compactor.is_some() && !self.retrain {
             return false;
         }
         // Train once the first list is in the store: it is what the cache will mostly hold.
@@ -115,7 +139,6 @@ impl Compaction {
         let samples: Vec<bytes::Bytes> = snapshot
             .iter()
             .step_by(step)
-            .filter(|(_, o)| !o.is_compressed())
             .take(options.train_samples.max(MIN_SAMPLES))
             .filter_map(|(_, o)| o.raw().ok())
             .collect();
@@ -166,6 +189,11 @@ impl Compaction {
             }
             match compactor.compact(current) {
                 Ok(small) => {
+                    let trained = self.training.is_none() && !self.given;
+                    if self.ratio.record(small.raw_len(), small.cached_len()) && trained {
+                        tracing::debug!(informer = %shared.name, baseline = ?self.ratio.baseline(), "compression ratio degraded: training a new dictionary");
+                        self.retrain = true;
+                    }
                     batch.push(Op::Upsert(Arc::new(small)));
                     n += 1;
                 }

@@ -17,6 +17,10 @@ use crate::store::Snapshot;
 /// read of a compressed object decompresses first. Events are unaffected: handlers receive the
 /// objects as decoded, and the store's copy is replaced without a notification.
 ///
+/// A trained dictionary is trained again when a window of 1 024 compactions compresses 1.5×
+/// worse than its first window did (the objects drifted from those it learned); objects
+/// compressed with the old one keep it.
+///
 /// Nothing is compressed while events keep arriving faster than they are applied (the
 /// compaction waits for an empty queue), so ingest keeps its speed and only the objects that
 /// stay in the cache are compressed. Once a dictionary exists, a relist's objects are compacted
@@ -73,7 +77,8 @@ pub struct ZstdOptions {
     /// zstd level, 1–19 (default 3: level 1 saves 5–35 % of the compression time and gives
     /// 1.1–2.3× larger frames on the simulator's corpora, `cargo bench --bench compression`).
     pub level: i32,
-    /// A dictionary to use instead of training one (e.g. one saved from an earlier run).
+    /// A dictionary to use instead of training one (e.g. one saved from an earlier run); it is
+    /// never replaced.
     pub dictionary: Option<Arc<Dictionary>>,
     /// Objects the dictionary is trained on, spread over the cache (default 1 000).
     pub train_samples: usize,

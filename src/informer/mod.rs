@@ -13,6 +13,7 @@ mod lister;
 mod options;
 mod process;
 mod prometheus;
+mod ratio_watch;
 mod registration;
 mod resync;
 mod selector;
