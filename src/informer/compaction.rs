@@ -19,6 +19,9 @@ const SLICE: Duration = Duration::from_micros(200);
 /// Objects compacted per store write (each write is one store version).
 const PER_WRITE: usize = 64;
 
+/// Bytes of samples per byte of dictionary trained (zstd's guidance is about 100).
+const SAMPLE_BYTES_PER_DICT_BYTE: usize = 100;
+
 /// Fewest objects a dictionary is trained from; zstd's trainer fails on fewer.
 const MIN_SAMPLES: usize = 16;
 
@@ -65,10 +68,20 @@ impl Compaction {
         }
     }
 
-    /// Records that `key` was written (its stored object may now be uncompressed).
+    /// Records that `key` was written (its stored object may now be uncompressed). Before
+    /// there is a dictionary nothing is recorded: its arrival queues the whole store.
     pub(super) fn written(&mut self, key: &ObjectKey) {
-        if self.options.is_some() && self.queued.insert(key.clone()) {
+        if self.compactor.is_some() && self.queued.insert(key.clone()) {
             self.dirty.push_back(key.clone());
+        }
+    }
+
+    /// Queues every stored key (when the first dictionary arrives).
+    fn queue_store(&mut self, shared: &Shared) {
+        for key in shared.store.keys() {
+            if self.queued.insert(key.clone()) {
+                self.dirty.push_back(key);
+            }
         }
     }
 
@@ -76,16 +89,24 @@ impl Compaction {
     /// dictionary's training, then compacts written objects. Returns whether more is left to
     /// do right away (otherwise the thread may sleep: a finished training wakes it).
     pub(super) fn run(&mut self, shared: &Shared) -> bool {
-        if self.options.is_none() || self.dirty.is_empty() {
+        if self.options.is_none() {
             return false;
         }
-        let ready = self.train(shared);
-        if self.compactor.is_none() && !ready {
-            return false;
+        if self.compactor.is_none() {
+            let first = self.train(shared);
+            if !first {
+                return false;
+            }
+            if !self.given {
+                self.queue_store(shared);
+            }
+        } else if self.training.is_some() {
+            // A retraining: objects compressed with the old dictionary keep it.
+            self.train(shared);
         }
         let start = Instant::now();
         while !self.dirty.is_empty() && shared.fifo.is_empty() && start.elapsed() < SLICE {
-            self.compact_some(shared);
+            self.compact_some(shared, start);
         }
         if self.retrain && self.training.is_none() {
             self.train(shared);
@@ -119,7 +140,11 @@ impl Compaction {
                     self.failed_at = Some(shared.store.len());
                     self.training = None;
                 }
-                Err(TryRecvError::Disconnected) => self.training = None,
+                // The training thread died (a panic in zstd's trainer): as a failure.
+                Err(TryRecvError::Disconnected) => {
+                    self.failed_at = Some(shared.store.len());
+                    self.training = None;
+                }
             }
             return false;
         }
@@ -136,14 +161,22 @@ impl Compaction {
         }
         let snapshot = shared.store.snapshot();
         let step = (len / options.train_samples.max(1)).max(1);
-        let samples: Vec<bytes::Bytes> = snapshot
+        // Copies (a slice would keep its whole list page alive until training ends), at most
+        // SAMPLE_BYTES_PER_DICT_BYTE × the dictionary's size in all (zstd wants about 100×;
+        // more costs training time and memory, not ratio), each sample cut to its share.
+        let budget = options
+            .dictionary_bytes
+            .saturating_mul(SAMPLE_BYTES_PER_DICT_BYTE);
+        let count = options.train_samples.max(MIN_SAMPLES);
+        let each = (budget / count).max(1024);
+        let samples: Vec<Vec<u8>> = snapshot
             .iter()
             .step_by(step)
-            .take(options.train_samples.max(MIN_SAMPLES))
-            .filter_map(|(_, o)| o.raw().ok())
+            .take(count)
+            .filter_map(|(_, o)| o.with_raw(|r| r[..r.len().min(each)].to_vec()).ok())
             .collect();
         drop(snapshot);
-        let total: usize = samples.iter().map(bytes::Bytes::len).sum();
+        let total: usize = samples.iter().map(Vec::len).sum();
         let max = options.dictionary_bytes.min(total / 8).max(256);
         let level = options.level;
         let wake = shared.rv_moved.clone();
@@ -161,8 +194,9 @@ impl Compaction {
         false
     }
 
-    /// Compacts up to [`PER_WRITE`] dirty keys and writes them as one store version.
-    fn compact_some(&mut self, shared: &Shared) {
+    /// Compacts up to [`PER_WRITE`] dirty keys (fewer once the slice begun at `start` is
+    /// spent or a delta is queued) and writes them as one store version.
+    fn compact_some(&mut self, shared: &Shared, start: Instant) {
         let Some(compactor) = self.compactor.as_mut() else {
             return;
         };
@@ -173,7 +207,7 @@ impl Compaction {
         let snapshot = writer.snapshot();
         let mut batch = WriteBatch::with_capacity(PER_WRITE);
         let mut n = 0;
-        while n < PER_WRITE {
+        while n < PER_WRITE && (n == 0 || (start.elapsed() < SLICE && shared.fifo.is_empty())) {
             let Some(key) = self.dirty.pop_front() else {
                 break;
             };
@@ -207,9 +241,18 @@ impl Compaction {
         if n == 0 {
             return;
         }
-        batch.set_resource_version(writer.resource_version());
-        // An index function that rejects the compacted object rejected the original too
-        // (same metadata); then the batch is simply not applied.
-        let _ = writer.apply(batch);
+        let rv = writer.resource_version();
+        let ops: Vec<Op> = batch.ops().to_vec();
+        batch.set_resource_version(rv);
+        if writer.apply(batch).is_err() {
+            // An index function rejected one of them (it would reject the original too: same
+            // metadata, unless it decodes the body): the others go in one by one.
+            for op in ops {
+                let mut one = WriteBatch::with_capacity(1);
+                one.push(op);
+                one.set_resource_version(rv);
+                let _ = writer.apply(one);
+            }
+        }
     }
 }

@@ -14,8 +14,11 @@ use crate::store::Snapshot;
 /// trained from this informer's own objects, the metadata's strings copied out of the received
 /// buffers and, where they repeat, shared. Reads see the same objects (equal metadata, equal
 /// bytes through [`Object::raw`](crate::object::Object::raw), equal typed decodes); a typed
-/// read of a compressed object decompresses first. Events are unaffected: handlers receive the
-/// objects as decoded, and the store's copy is replaced without a notification.
+/// read of a compressed object decompresses first. Events carry the objects as decoded, except
+/// a relist's, which arrive compacted (or, unchanged, as the stored object); the store's copy
+/// is replaced without a notification (each such write is a store version:
+/// [`Snapshot::generation`](crate::store::Snapshot::generation) moves, the resourceVersion
+/// does not). Fewer than 16 cached objects are never compressed (too few to train on).
 ///
 /// A trained dictionary is trained again when a window of 1 024 compactions compresses 1.5×
 /// worse than its first window did (the objects drifted from those it learned); objects
@@ -76,8 +79,10 @@ impl Compression {
 pub struct ZstdOptions {
     /// zstd level, 1–19 (default 3: level 1 saves 5–35 % of the compression time and gives
     /// 1.1–2.3× larger frames on the simulator's corpora, `cargo bench --bench compression`).
+    /// A given [`dictionary`](Self::dictionary) compresses at its own level instead.
     pub level: i32,
-    /// A dictionary to use instead of training one (e.g. one saved from an earlier run); it is
+    /// A dictionary to use instead of training one (e.g. one an earlier run trained:
+    /// [`Informer::dictionary`](super::Informer::dictionary), [`Dictionary::as_bytes`]); it is
     /// never replaced.
     pub dictionary: Option<Arc<Dictionary>>,
     /// Objects the dictionary is trained on, spread over the cache (default 1 000).

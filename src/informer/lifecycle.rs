@@ -48,9 +48,10 @@ impl<L: ListerWatcher> Informer<L> {
             fifo: self.shared.fifo.clone(),
             seen_rv: self.shared.seen_rv.clone(),
             rv_moved: self.shared.rv_moved.clone(),
-            list_compactor: matches!(self.shared.compression, super::Compression::Zstd(_)).then(
-                || ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone()),
-            ),
+            // With a transform, listed objects stay as they are (see `ListCompactor`).
+            list_compactor: (matches!(self.shared.compression, super::Compression::Zstd(_))
+                && self.active_transform.get().is_none())
+            .then(|| ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone())),
         });
         let user_handler = self
             .watch_error_handler

@@ -10,9 +10,12 @@ use crate::store::Store;
 
 /// Compacts listed objects on the reflector's thread once the informer has a dictionary
 /// (before that, the first list arrives as it is and the processing thread compacts it when
-/// idle). An object the store already holds compacted at the same resourceVersion is replaced
-/// by the stored one (a relist then costs nothing for unchanged objects, and the DeltaFIFO's
-/// replace finds them unchanged).
+/// idle). A listed object equal to the compact one the store holds (same uid, same
+/// resourceVersion, same bytes) is replaced by the stored one: a relist then costs one
+/// decompression for unchanged objects, and the DeltaFIFO's replace finds them unchanged.
+///
+/// Not used when the informer has a transform: the DeltaFIFO transforms listed objects as it
+/// queues them, and would transform a stored (already transformed) object again.
 pub(super) struct ListCompactor {
     store: Store,
     dictionary: Arc<ArcSwapOption<Dictionary>>,
@@ -34,6 +37,20 @@ impl ListCompactor {
         let Some(dict) = self.dictionary.load_full() else {
             return items;
         };
+        // The stored twins first, under one snapshot released before any compression (a held
+        // snapshot makes the processing thread's next write wait, then copy the tables).
+        let twins: Vec<Option<Arc<Object>>> = {
+            let snapshot = self.store.snapshot();
+            items
+                .iter()
+                .map(|o| {
+                    snapshot
+                        .get(o.key_ref())
+                        .filter(|s| same_compact(s, o, &dict))
+                        .cloned()
+                })
+                .collect()
+        };
         let mut slot = self
             .compactor
             .lock()
@@ -47,25 +64,33 @@ impl ListCompactor {
         let Some(compactor) = slot.as_mut() else {
             return items;
         };
-        let snapshot = self.store.snapshot();
         items
             .into_iter()
-            .map(|o| {
-                if let Some(stored) = snapshot.get(o.key_ref()) {
-                    let same = !o.resource_version().is_empty()
-                        && stored.resource_version() == o.resource_version()
-                        && stored
-                            .compressed_with()
-                            .is_some_and(|d| Arc::ptr_eq(d, &dict));
-                    if same {
-                        return stored.clone();
-                    }
-                }
-                match compactor.compact(&o) {
+            .zip(twins)
+            .map(|(o, twin)| match twin {
+                Some(stored) => stored,
+                None => match compactor.compact(&o) {
                     Ok(small) => Arc::new(small),
                     Err(_) => o,
-                }
+                },
             })
             .collect()
     }
+}
+
+/// Whether `stored` is the compact form (with `dict`) of exactly `listed`: the same uid and
+/// resourceVersion, and the same bytes (a resourceVersion alone is not enough: after an etcd
+/// restore, or from an aggregated API server, one can name other content).
+fn same_compact(stored: &Object, listed: &Object, dict: &Arc<Dictionary>) -> bool {
+    !listed.resource_version().is_empty()
+        && stored.resource_version() == listed.resource_version()
+        && stored.uid() == listed.uid()
+        && stored.raw_len() == listed.raw_len()
+        && stored
+            .compressed_with()
+            .is_some_and(|d| Arc::ptr_eq(d, dict))
+        && matches!(
+            stored.with_raw(|s| listed.with_raw(|l| s == l)),
+            Ok(Ok(true))
+        )
 }

@@ -287,6 +287,12 @@ impl<L: ListerWatcher> Informer<L> {
         CacheStats::of(&self.shared.store.snapshot())
     }
 
+    /// The dictionary cached objects are compressed with: the given one, or the one trained
+    /// (`None` before that, and without [`Compression::Zstd`]).
+    pub fn dictionary(&self) -> Option<Arc<crate::object::Dictionary>> {
+        self.shared.dictionary.load_full()
+    }
+
     /// Processing counters.
     pub fn metrics(&self) -> &InformerMetrics {
         &self.shared.metrics

@@ -107,21 +107,29 @@ impl Body {
             Body::Plain(b) => return Ok(f(b)),
             Body::Zstd { frame, dict, len } => (frame, dict, *len),
         };
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut buf) => {
-                decompress(frame, dict, len, &mut buf)?;
-                let r = f(&buf);
-                if buf.capacity() > SCRATCH_KEEP {
-                    *buf = Vec::new();
-                }
-                Ok(r)
+        let mut f = Some(f);
+        let shared = SCRATCH.try_with(|cell| {
+            let mut buf = cell.try_borrow_mut().ok()?;
+            let f = f.take()?;
+            let r = decompress(frame, dict, len, &mut buf).map(|()| f(&buf));
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
             }
-            Err(_) => {
+            Some(r)
+        });
+        match (shared, f) {
+            (Ok(Some(r)), _) => r,
+            // Nested in another read, or during thread teardown: a buffer of its own.
+            (_, Some(f)) => {
                 let mut buf = Vec::new();
                 decompress(frame, dict, len, &mut buf)?;
                 Ok(f(&buf))
             }
-        })
+            (_, None) => Err(DecodeError::Compression {
+                dictionary: dict.id(),
+                reason: "no decompression buffer".into(),
+            }),
+        }
     }
 }
 
@@ -146,10 +154,12 @@ fn decompress(
     out.clear();
     // `len` is the length this process compressed: no untrusted size reaches the allocator.
     out.reserve(len as usize);
-    let got = DCTX.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut dctx) => dctx.decompress_using_ddict(out, frame, dict.ddict()),
-        Err(_) => DCtx::create().decompress_using_ddict(out, frame, dict.ddict()),
-    });
+    let got = DCTX
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut dctx) => dctx.decompress_using_ddict(out, frame, dict.ddict()),
+            Err(_) => DCtx::create().decompress_using_ddict(out, frame, dict.ddict()),
+        })
+        .unwrap_or_else(|_| DCtx::create().decompress_using_ddict(out, frame, dict.ddict()));
     match got {
         Ok(n) if n == len as usize => Ok(()),
         Ok(n) => Err(fail(format!("{n} bytes came out, {len} were compressed"))),
@@ -161,10 +171,19 @@ fn decompress(
 }
 
 impl PartialEq for Body {
-    /// Equal when the objects' bytes are (a body that fails to decompress equals nothing).
+    /// Equal when the objects' bytes are: the same frame, or equal bytes once decompressed (a
+    /// body that fails to decompress equals nothing but itself).
     fn eq(&self, other: &Body) -> bool {
         match (self, other) {
             (Body::Plain(a), Body::Plain(b)) => a == b,
+            (
+                Body::Zstd {
+                    frame: a, len: m, ..
+                },
+                Body::Zstd {
+                    frame: b, len: n, ..
+                },
+            ) if Arc::ptr_eq(a, b) && m == n => true,
             _ => {
                 self.len() == other.len()
                     && matches!((self.bytes(), other.bytes()), (Ok(a), Ok(b)) if a == b)

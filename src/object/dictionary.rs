@@ -30,6 +30,8 @@ pub struct Dictionary {
     id: u32,
     level: i32,
     len: usize,
+    /// The content, with this process's id in its header.
+    bytes: Box<[u8]>,
     cdict: CDict<'static>,
     ddict: DDict<'static>,
 }
@@ -81,6 +83,7 @@ impl Dictionary {
             id,
             level,
             len: bytes.len(),
+            bytes: own.into_boxed_slice(),
             cdict,
             ddict,
         })
@@ -89,6 +92,12 @@ impl Dictionary {
     /// This process's number for the dictionary (never 0).
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// The dictionary's content in zstd's format: save it and load it in a later run with
+    /// [`Dictionary::from_bytes`] (which gives it a new id).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
     /// The zstd level objects are compressed at.

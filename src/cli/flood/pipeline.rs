@@ -328,16 +328,22 @@ fn flood_run(
 }
 
 /// The cache figures at the end of a run; with compression on, once every cached object is
-/// compressed (the processing thread compacts when idle), or after 60 s.
+/// compressed (the processing thread compacts when idle), or once 2 s pass without one more
+/// compressed (e.g. too few objects to train a dictionary from).
 fn cache_report<L: ListerWatcher>(
     informer: &Informer<L>,
     compression: CompressionArg,
 ) -> CacheReport {
     if compression != CompressionArg::None {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut last, mut since) = (usize::MAX, Instant::now());
         loop {
             let s = informer.cache_stats();
-            if s.compressed == s.objects || Instant::now() >= deadline {
+            if s.compressed == s.objects {
+                break;
+            }
+            if s.compressed != last {
+                (last, since) = (s.compressed, Instant::now());
+            } else if since.elapsed() >= Duration::from_secs(2) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
