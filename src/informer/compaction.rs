@@ -161,20 +161,26 @@ impl Compaction {
         }
         let snapshot = shared.store.snapshot();
         let step = (len / options.train_samples.max(1)).max(1);
-        // Copies (a slice would keep its whole list page alive until training ends), at most
-        // SAMPLE_BYTES_PER_DICT_BYTE × the dictionary's size in all (zstd wants about 100×;
-        // more costs training time and memory, not ratio), each sample cut to its share.
+        // Copies (a slice would keep its whole list page alive until training ends) of whole
+        // objects, spread over the store, until SAMPLE_BYTES_PER_DICT_BYTE × the dictionary's
+        // size (zstd wants about 100×; more costs training time and memory, not ratio); only
+        // an object over a sixteenth of that is cut (cut samples train worse).
         let budget = options
             .dictionary_bytes
             .saturating_mul(SAMPLE_BYTES_PER_DICT_BYTE);
         let count = options.train_samples.max(MIN_SAMPLES);
-        let each = (budget / count).max(1024);
-        let samples: Vec<Vec<u8>> = snapshot
-            .iter()
-            .step_by(step)
-            .take(count)
-            .filter_map(|(_, o)| o.with_raw(|r| r[..r.len().min(each)].to_vec()).ok())
-            .collect();
+        let each = (budget / MIN_SAMPLES).max(1024);
+        let mut samples: Vec<Vec<u8>> = Vec::new();
+        let mut taken = 0usize;
+        for (_, o) in snapshot.iter().step_by(step) {
+            if samples.len() >= count || (taken >= budget && samples.len() >= MIN_SAMPLES) {
+                break;
+            }
+            if let Ok(sample) = o.with_raw(|r| r[..r.len().min(each)].to_vec()) {
+                taken += sample.len();
+                samples.push(sample);
+            }
+        }
         drop(snapshot);
         let total: usize = samples.iter().map(Vec::len).sum();
         let max = options.dictionary_bytes.min(total / 8).max(256);
