@@ -65,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
     }
     match obj.with_meta(obj.meta().clone()) {
         Ok(again) => {
-            let back = object::decode(again.to_wire().unwrap()).expect("re-rendered document decodes");
+            let back =
+                object::decode(again.to_wire().unwrap()).expect("re-rendered document decodes");
             assert_eq!(back.gvk(), obj.gvk(), "kind changed through with_meta");
             assert_eq!(
                 sans_managed(back.meta()),

@@ -25,7 +25,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(item.encoding(), Encoding::Json);
         assert_raw_in(&input, item);
         assert_eq!(
-            item.raw().unwrap().iter().find(|b| !b.is_ascii_whitespace()),
+            item.raw()
+                .unwrap()
+                .iter()
+                .find(|b| !b.is_ascii_whitespace()),
             Some(&b'{'),
             "a list item that is not a JSON object was accepted"
         );

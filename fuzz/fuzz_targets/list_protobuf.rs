@@ -58,7 +58,8 @@ fuzz_target!(|data: &[u8]| {
         &list.continue_token,
         list.remaining_item_count,
         &items,
-    ).unwrap();
+    )
+    .unwrap();
     let back = object::decode_list(again).expect("a re-encoded list decodes");
     assert_eq!(back, list, "list changed through encode_list_protobuf");
 });

@@ -70,7 +70,8 @@ fn round_trips(obj: &object::Object) {
     let lean = obj
         .without_managed_fields()
         .expect("without_managed_fields");
-    let back = object::decode(lean.to_wire().unwrap()).expect("object without managed fields decodes");
+    let back =
+        object::decode(lean.to_wire().unwrap()).expect("object without managed fields decodes");
     let mut want = obj.meta().clone();
     want.managed_fields.clear();
     assert_eq!(

@@ -145,7 +145,9 @@ fn main() -> Result<(), Error> {
             .enumerate()
             .map(|(i, items)| {
                 let (cont, remaining) = page_meta(i);
-                encode_list_protobuf(&list_gvk(items[0]), "12345", cont, remaining, items).unwrap().to_vec()
+                encode_list_protobuf(&list_gvk(items[0]), "12345", cont, remaining, items)
+                    .unwrap()
+                    .to_vec()
             })
             .collect(),
     )?;
