@@ -38,6 +38,52 @@ fn assert_matches_sim(
     }
 }
 
+/// Starts `informer` and waits for its sync and, with compression, until all `objects` are
+/// compressed.
+async fn start_compacted<L: ListerWatcher>(informer: &Informer<L>, objects: usize, zstd: bool) {
+    informer.start(&tokio::runtime::Handle::current());
+    informer
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .unwrap();
+    if zstd {
+        let all = || {
+            let s = informer.cache_stats();
+            s.objects == objects && s.compressed == objects
+        };
+        assert!(
+            eventually(Duration::from_secs(30), all).await,
+            "{:?}",
+            informer.cache_stats()
+        );
+    }
+}
+
+/// Breaks the watch (410 on its next event), makes `changes` changes, and returns once the
+/// informer relisted and applied everything up to the simulator's resourceVersion.
+async fn relist_after<L: ListerWatcher>(informer: &Informer<L>, sim: &SimServer, changes: u64) {
+    use informer::sim::{Fault, StreamFault};
+    sim.inject(Fault::Stream {
+        after_events: 0,
+        action: StreamFault::Expired,
+    });
+    sim.flood(changes).await.unwrap();
+    let relists = || {
+        informer
+            .reflector_metrics()
+            .unwrap()
+            .relists
+            .load(Ordering::Relaxed)
+    };
+    assert!(eventually(Duration::from_secs(30), || relists() >= 1).await);
+    informer
+        .store()
+        .wait_for(sim.resource_version())
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| informer.flush());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_informer_compresses_its_cache() {
     for name in ["etcd", "head", "json"] {
@@ -163,41 +209,19 @@ async fn a_given_dictionary_is_used_without_training() {
 /// ones as the list arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_keeps_compacted_objects_and_compacts_the_new_list() {
-    use informer::sim::{Fault, StreamFault};
     let sim = sim("etcd", |c| {
         c.initial_objects(400).target_objects(400).vary(true)
     });
     let informer = Informer::new(sim.clone(), config(Compression::zstd()));
-    informer.start(&tokio::runtime::Handle::current());
-    informer
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .unwrap();
-    let all = |i: &Informer<_>| {
-        let s = i.cache_stats();
-        s.objects == 400 && s.compressed == 400
-    };
-    assert!(eventually(Duration::from_secs(30), || all(&informer)).await);
+    start_compacted(&informer, 400, true).await;
     let before = informer.store().snapshot();
-
-    sim.inject(Fault::Stream {
-        after_events: 0,
-        action: StreamFault::Expired,
-    });
-    let rv = sim.flood(5).await.unwrap();
-    informer.store().wait_for(rv).await.unwrap();
-    let relists = || {
-        informer
-            .reflector_metrics()
-            .unwrap()
-            .relists
-            .load(Ordering::Relaxed)
-    };
-    assert!(eventually(Duration::from_secs(30), || relists() >= 1).await);
-    let rv = sim.resource_version();
-    informer.store().wait_for(rv).await.unwrap();
+    relist_after(&informer, &sim, 5).await;
     // Changes that came on the new watch rather than in the list are compacted when idle.
-    assert!(eventually(Duration::from_secs(30), || all(&informer)).await);
+    let all = || {
+        let s = informer.cache_stats();
+        s.compressed == s.objects
+    };
+    assert!(eventually(Duration::from_secs(30), all).await);
 
     let after = informer.store().snapshot();
     let truth = sim.truth().objects;
@@ -223,7 +247,6 @@ async fn a_relist_keeps_compacted_objects_and_compacts_the_new_list() {
 /// object received, with or without compression, relists included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_transforms_each_listed_object_once() {
-    use informer::sim::{Fault, StreamFault};
     for compression in [Compression::None, Compression::zstd()] {
         let zstd = matches!(compression, Compression::Zstd(_));
         let sim = sim("etcd", |c| {
@@ -249,40 +272,8 @@ async fn a_relist_transforms_each_listed_object_once() {
                 Arc::new(o.with_meta(meta).unwrap())
             })
             .unwrap();
-        informer.start(&tokio::runtime::Handle::current());
-        informer
-            .wait_for_cache_sync(Duration::from_secs(30))
-            .await
-            .unwrap();
-        if zstd {
-            assert!(
-                eventually(Duration::from_secs(30), || {
-                    let s = informer.cache_stats();
-                    s.objects == 100 && s.compressed == 100
-                })
-                .await
-            );
-        }
-        sim.inject(Fault::Stream {
-            after_events: 0,
-            action: StreamFault::Expired,
-        });
-        let rv = sim.flood(3).await.unwrap();
-        informer.store().wait_for(rv).await.unwrap();
-        let relists = || {
-            informer
-                .reflector_metrics()
-                .unwrap()
-                .relists
-                .load(Ordering::Relaxed)
-        };
-        assert!(eventually(Duration::from_secs(30), || relists() >= 1).await);
-        informer
-            .store()
-            .wait_for(sim.resource_version())
-            .await
-            .unwrap();
-        tokio::task::block_in_place(|| informer.flush());
+        start_compacted(&informer, 100, zstd).await;
+        relist_after(&informer, &sim, 3).await;
         let mut bad = 0;
         for o in informer.store().list() {
             let t = o
@@ -341,7 +332,6 @@ impl ListerWatcher for Restored {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_at_the_same_resource_version_with_other_content_wins() {
-    use informer::sim::{Fault, StreamFault};
     for compression in [Compression::None, Compression::zstd()] {
         let zstd = matches!(compression, Compression::Zstd(_));
         let sim = sim("etcd", |c| {
@@ -358,41 +348,9 @@ async fn a_relist_at_the_same_resource_version_with_other_content_wins() {
                 ..Default::default()
             },
         );
-        informer.start(&tokio::runtime::Handle::current());
-        informer
-            .wait_for_cache_sync(Duration::from_secs(30))
-            .await
-            .unwrap();
-        if zstd {
-            assert!(
-                eventually(Duration::from_secs(30), || {
-                    let s = informer.cache_stats();
-                    s.objects == 100 && s.compressed == 100
-                })
-                .await
-            );
-        }
+        start_compacted(&informer, 100, zstd).await;
         rewrite.store(true, Ordering::SeqCst);
-        sim.inject(Fault::Stream {
-            after_events: 0,
-            action: StreamFault::Expired,
-        });
-        let rv = sim.flood(3).await.unwrap();
-        let relists = || {
-            informer
-                .reflector_metrics()
-                .unwrap()
-                .relists
-                .load(Ordering::Relaxed)
-        };
-        assert!(eventually(Duration::from_secs(30), || relists() >= 1).await);
-        informer.store().wait_for(rv).await.unwrap();
-        informer
-            .store()
-            .wait_for(sim.resource_version())
-            .await
-            .unwrap();
-        tokio::task::block_in_place(|| informer.flush());
+        relist_after(&informer, &sim, 3).await;
         let stale = informer
             .store()
             .list()
