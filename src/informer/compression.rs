@@ -85,7 +85,9 @@ pub struct ZstdOptions {
     /// [`Informer::dictionary`](super::Informer::dictionary), [`Dictionary::as_bytes`]); it is
     /// never replaced.
     pub dictionary: Option<Arc<Dictionary>>,
-    /// Objects the dictionary is trained on, spread over the cache (default 1 000).
+    /// Most objects the dictionary is trained on, spread over the cache (default 1 000); fewer
+    /// when their bytes reach 100 × [`dictionary_bytes`](Self::dictionary_bytes) first (at
+    /// least 16, an object over a sixteenth of that budget cut to it).
     pub train_samples: usize,
     /// Largest dictionary trained, bytes (default 112 KiB, about zstd's own default); smaller
     /// when the samples are (an eighth of their bytes).
