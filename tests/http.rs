@@ -498,7 +498,7 @@ fn field_selector_and_get() {
         );
         let err = lw
             .list(&ListOptions {
-                field_selector: Some("spec.nodeName=x".into()),
+                field_selector: Some("spec.foo=x".into()),
                 ..Default::default()
             })
             .await

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::selector::LabelSelector;
+use crate::object::LabelSelector;
 use crate::object::{Object, ObjectKey};
 use crate::store::{NAMESPACE_INDEX, Snapshot, Store};
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::lister::{Lister, NamespaceLister};
-use super::selector::LabelSelector;
+use crate::object::LabelSelector;
 use crate::object::{DecodeError, Object, ObjectKey};
 use crate::store::StoreError;
 

@@ -22,6 +22,7 @@ mod meta;
 mod partial;
 mod protobuf;
 mod protowire;
+mod selector;
 mod status;
 mod text;
 mod value;
@@ -40,6 +41,7 @@ pub use meta::{
 pub(crate) use meta::{KeyMap, KeySet};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
+pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
 pub use status::ApiStatus;
 pub use text::{Str, StrMap, StrMapIter};
 pub use value::Object;

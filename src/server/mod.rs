@@ -6,6 +6,7 @@
 mod api;
 mod control;
 mod discovery;
+mod fields;
 mod filter;
 mod get;
 mod list;
@@ -188,9 +189,14 @@ impl Drop for ServerHandle {
 ///   (`/api/v1[/namespaces/<ns>]/pods[/<name>]`, `/apis/<group>/<version>/...`): get, list
 ///   with `limit`/`continue`, `resourceVersion` and `resourceVersionMatch`, watch (`watch=1` or
 ///   the legacy `/watch/` prefix) with `allowWatchBookmarks`, `timeoutSeconds` and streaming
-///   lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`); the field selectors
-///   `metadata.name` and `metadata.namespace`; label selectors go to the simulator (which
-///   answers 400: it does not evaluate them);
+///   lists (`sendInitialEvents=true&resourceVersionMatch=NotOlderThan`); label selectors
+///   (every operator of `labels.Parse`) and the field selectors the real server supports for
+///   the kind (`metadata.name`, `metadata.namespace` on namespaced resources; for Pods also
+///   `spec.nodeName`, `spec.restartPolicy`, `spec.schedulerName`, `spec.serviceAccountName`,
+///   `spec.hostNetwork`, `status.phase`, `status.podIP`, `status.nominatedNodeName`; the
+///   fields of Events, Namespaces, Nodes, Secrets and ReplicaSets), on lists and watches; a
+///   watch sees an object that starts or stops matching as ADDED or DELETED, as from a real
+///   server's watch cache; other fields are a 400 `field label not supported`;
 /// - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
 ///   templates' JSON twins ([`JsonTranscoder`]); Table and PartialObjectMetadata requests get a
 ///   plain list (kubectl prints it with default columns);

@@ -101,13 +101,17 @@ impl Api {
             }
             field_selector.push_str(&format!("metadata.name={name}"));
         }
-        let filter = match Filter::new(target.namespace, Some(&field_selector)) {
+        // Selectors are evaluated here: the simulator serves whole collections.
+        let filter = match Filter::new(
+            &self.resource,
+            target.namespace,
+            Some(&field_selector),
+            q("labelSelector"),
+        ) {
             Ok(f) => f,
             Err(s) => return error_response(&s, enc),
         };
-        let label_selector = q("labelSelector")
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
+        let label_selector = None;
         if watch {
             let send_initial_events = q("sendInitialEvents") == Some("true");
             if send_initial_events && q("resourceVersionMatch") != Some("NotOlderThan") {

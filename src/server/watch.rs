@@ -1,6 +1,7 @@
 //! Watch: a chunked response body, one frame or line per event (upstream
 //! `apiserver/pkg/endpoints/handlers/watch.go` `serveWatch`).
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +21,8 @@ use super::response::{JSON, PROTOBUF_WATCH, ResponseBody, api_error_response};
 use super::stats::ServerStats;
 use super::transcode::JsonTranscoder;
 use crate::object::{
-    DEFAULT_FRAME_LIMIT, Encoding, Object, WatchDecoder, WatchEvent, encode_watch_frame,
+    DEFAULT_FRAME_LIMIT, DecodeError, Encoding, Object, ObjectKey, WatchDecoder, WatchEvent,
+    encode_watch_frame,
 };
 use crate::reflector::{Body as _, ListerWatcher, WatchOptions};
 use crate::sim::SimWatch;
@@ -42,9 +44,13 @@ impl Api {
         let mode = if pass {
             Mode::Pass
         } else {
+            let selected = filter
+                .tracks_membership()
+                .then(|| self.selected_at(&opts, &filter));
             Mode::Transform(Box::new(Transform {
                 decoder: WatchDecoder::new(resp.format, DEFAULT_FRAME_LIMIT).with_compaction(0),
                 filter,
+                selected,
                 target: enc,
                 json: self.json.clone(),
                 meta_only,
@@ -76,6 +82,54 @@ impl Api {
     }
 }
 
+impl Api {
+    /// The objects `filter` selects at the watch's start: the state at its resourceVersion,
+    /// or none when the watch starts with the current state as ADDED events (`""`, `"0"`,
+    /// `sendInitialEvents`), which fill the set as they pass.
+    fn selected_at(&self, opts: &WatchOptions, filter: &Filter) -> HashMap<ObjectKey, Object> {
+        let rv = match opts.resource_version.parse::<u64>() {
+            Ok(rv) if rv > 0 && !opts.send_initial_events => rv,
+            _ => return HashMap::new(),
+        };
+        self.sim
+            .objects_at(rv)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|o| filter.matches(o))
+            .map(|o| (o.key(), Object::clone(&o)))
+            .collect()
+    }
+}
+
+/// What a watch filtered on labels or mutable fields sends for `ev`, as upstream's watch
+/// cache does (`storage/cacher/cache_watcher.go` `convertToWatchEvent`): an object that
+/// starts to match is ADDED, one that stops matching is DELETED (its last matching state,
+/// at the change's resourceVersion), changes outside the selection are not sent.
+fn select(
+    filter: &Filter,
+    selected: &mut HashMap<ObjectKey, Object>,
+    ev: WatchEvent,
+) -> Result<Option<WatchEvent>, DecodeError> {
+    Ok(match ev {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) if filter.matches(&o) => {
+            match selected.insert(o.key(), o.clone()) {
+                Some(_) => Some(WatchEvent::Modified(o)),
+                None => Some(WatchEvent::Added(o)),
+            }
+        }
+        WatchEvent::Added(o) | WatchEvent::Modified(o) => match selected.remove(o.key_ref()) {
+            Some(last) => {
+                let mut meta = last.meta().clone();
+                meta.resource_version.clone_from(&o.meta().resource_version);
+                Some(WatchEvent::Deleted(last.with_meta(meta)?))
+            }
+            None => None,
+        },
+        WatchEvent::Deleted(o) => selected.remove(o.key_ref()).map(|_| WatchEvent::Deleted(o)),
+        other => Some(other),
+    })
+}
+
 /// How a watch's chunks reach the client.
 enum Mode {
     /// The simulator's chunks as they are (same encoding, nothing filtered): no decode, no
@@ -90,6 +144,9 @@ enum Mode {
 struct Transform {
     decoder: WatchDecoder,
     filter: Filter,
+    /// The objects the client has been told match, when objects can enter and leave the
+    /// selection ([`Filter::tracks_membership`]); `None` when matching is fixed for life.
+    selected: Option<HashMap<ObjectKey, Object>>,
     target: Encoding,
     json: Option<JsonTranscoder>,
     /// Send each object's `PartialObjectMetadata` (a metadata-only watch).
@@ -152,6 +209,7 @@ impl WatchStream {
             let Transform {
                 decoder,
                 filter,
+                selected,
                 target,
                 json,
                 meta_only,
@@ -175,16 +233,27 @@ impl WatchStream {
                 },
             }
             let mut out = Vec::new();
-            for ev in &events {
-                let keep = match ev {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                        filter.matches(o)
+            for ev in events {
+                let ev = match selected {
+                    Some(selected) => match select(filter, selected, ev) {
+                        Ok(Some(ev)) => ev,
+                        Ok(None) => continue,
+                        Err(e) => return Some(Err(io::Error::other(e))),
+                    },
+                    None => {
+                        let keep = match &ev {
+                            WatchEvent::Added(o)
+                            | WatchEvent::Modified(o)
+                            | WatchEvent::Deleted(o) => filter.matches(o),
+                            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => true,
+                        };
+                        if !keep {
+                            continue;
+                        }
+                        ev
                     }
-                    WatchEvent::Bookmark(_) | WatchEvent::Error(_) => true,
                 };
-                if !keep {
-                    continue;
-                }
+                let ev = &ev;
                 if *meta_only {
                     let partial = |o: &Object| o.to_partial_object_metadata(*target);
                     let ev = match ev {

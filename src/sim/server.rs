@@ -87,7 +87,8 @@ const BATCH: u64 = 256;
 ///
 /// - No HTTP here ([`crate::server`] serves a simulator over HTTP): requests are method calls,
 ///   bodies are `Bytes` chunks.
-/// - Label and field selectors are rejected with 400 rather than evaluated.
+/// - Label and field selectors are rejected with 400 rather than evaluated ([`crate::server`]
+///   evaluates them over HTTP).
 /// - Servers are independent: deleting a Deployment does not delete its Pods, and a flood
 ///   update changes a label and `generation` (with [`SimConfig::update_template`], also the
 ///   template: a Pod's readiness, a Deployment's replicas), never a Deployment's Pods.
@@ -330,6 +331,13 @@ impl SimServer {
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<Object>> {
         let rec = self.shared.lock().objects.get(key).cloned();
         rec.map(|r| object_of(&r))
+    }
+
+    /// The objects as they were at `rv`; `None` when `rv` is outside the history window.
+    #[cfg(feature = "server")]
+    pub(crate) fn objects_at(&self, rv: u64) -> Option<Vec<Arc<Object>>> {
+        let items = self.shared.lock().items_at(&self.shared.cfg, rv)?;
+        Some(items.iter().map(|(_, r)| object_of(r)).collect())
     }
 
     fn change<T>(
