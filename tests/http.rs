@@ -625,8 +625,13 @@ fn simulator_faults_over_http() {
         let s = lw.list(&ListOptions::default()).await.unwrap_err();
         let s = s.status().unwrap();
         assert_eq!((s.code, s.retry_after_seconds), (429, Some(4)));
+        // (A real server can answer it only to a watch from a resourceVersion.)
         sim.inject("watch:too-large".parse::<Fault>().unwrap());
-        let e = lw.watch(&WatchOptions::default()).await.unwrap_err();
+        let from = WatchOptions {
+            resource_version: sim.resource_version().to_string(),
+            ..Default::default()
+        };
+        let e = lw.watch(&from).await.unwrap_err();
         assert!(informer::reflector::is_too_large_resource_version(
             e.status().unwrap()
         ));

@@ -220,7 +220,9 @@ pub(crate) struct SimFlags {
     /// One-shot faults armed at start, repeatable: `list:410`, `list:429:3`, `watch:500`,
     /// `watch:too-large`, `watch:refused`, `stream:close@100`, `stream:410`, `stream:corrupt`,
     /// `stream:oversized`, `stream:stall`, `stream:reset@10` (see `informer::sim::Fault`; more
-    /// can be armed while serving with `POST /informer/v1/faults?fault=SPEC`).
+    /// can be armed while serving with `POST /informer/v1/faults?fault=SPEC`). 410 and
+    /// too-large answers wait for a list or watch at a resourceVersion, as a real server
+    /// gives them only to those.
     #[arg(long = "fault", value_name = "SPEC")]
     pub(crate) faults: Vec<Fault>,
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::object::ApiStatus;
-use crate::reflector::ApiError;
+use crate::reflector::{ApiError, ListOptions, WatchOptions};
 
 use super::status;
 
@@ -133,8 +133,17 @@ pub const OVERSIZED_DEFAULT: usize = 16 * 1024 * 1024 + 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fault {
     /// The next list request (any page) is answered with this error instead of a page.
+    ///
+    /// Only a list a real server could answer that way takes it (the fault waits for one):
+    /// 410 Expired and the too-large answers need a list at a `resourceVersion` N > 0 (410
+    /// also a `continue` token); a list of the current state (`""`, `"0"`) never gets them.
+    /// (A real server expires a list at N only when it reads it from etcd at exactly N:
+    /// `resourceVersionMatch=Exact`, or a `limit` without a watch cache; the fault does not
+    /// ask which, so that a client's 410 handling can be tested against either kind of
+    /// server.) 429, 500 and a refused connection can answer any list.
     List(ErrorAnswer),
-    /// The next watch request is answered with this error instead of a stream.
+    /// The next watch request is answered with this error instead of a stream. As for
+    /// lists, 410 and the too-large answers wait for a watch from a resourceVersion N > 0.
     Watch(ErrorAnswer),
     /// The next watch stream to send anything (an open one, or the next one opened) does
     /// `action` after `after_events` more ADDED/MODIFIED/DELETED events (bookmarks are not
@@ -349,14 +358,31 @@ impl Faults {
         self.list.len() + self.watch.len() + self.stream.len()
     }
 
-    pub(crate) fn take_list(&mut self) -> Option<ErrorAnswer> {
-        let a = self.list.pop_front();
+    /// The first waiting list fault that `opts` can be answered with (see [`Fault::List`]).
+    pub(crate) fn take_list(&mut self, opts: &ListOptions) -> Option<ErrorAnswer> {
+        let rv = positive_rv(opts.resource_version.as_deref().unwrap_or(""));
+        let continued = opts
+            .continue_token
+            .as_deref()
+            .is_some_and(|t| !t.is_empty());
+        let applies = |a: &ErrorAnswer| match a {
+            ErrorAnswer::Expired => rv || continued,
+            ErrorAnswer::TooLarge | ErrorAnswer::TooLargeLegacy => rv && !continued,
+            _ => true,
+        };
+        let a = take_first(&mut self.list, applies);
         self.fired += u64::from(a.is_some());
         a
     }
 
-    pub(crate) fn take_watch(&mut self) -> Option<ErrorAnswer> {
-        let a = self.watch.pop_front();
+    /// The first waiting watch fault that `opts` can be answered with (see [`Fault::Watch`]).
+    pub(crate) fn take_watch(&mut self, opts: &WatchOptions) -> Option<ErrorAnswer> {
+        let rv = positive_rv(&opts.resource_version);
+        let applies = |a: &ErrorAnswer| match a {
+            ErrorAnswer::Expired | ErrorAnswer::TooLarge | ErrorAnswer::TooLargeLegacy => rv,
+            _ => true,
+        };
+        let a = take_first(&mut self.watch, applies);
         self.fired += u64::from(a.is_some());
         a
     }
@@ -365,6 +391,20 @@ impl Faults {
     pub(crate) fn take_stream(&mut self) -> Option<(u64, StreamFault)> {
         self.stream.pop_front()
     }
+}
+
+/// Whether `rv` names a resourceVersion (not `""` or `"0"`).
+fn positive_rv(rv: &str) -> bool {
+    rv.parse::<u64>().is_ok_and(|n| n > 0)
+}
+
+/// Removes and returns the first answer of `queue` that `applies`.
+fn take_first(
+    queue: &mut std::collections::VecDeque<ErrorAnswer>,
+    applies: impl Fn(&ErrorAnswer) -> bool,
+) -> Option<ErrorAnswer> {
+    let i = queue.iter().position(applies)?;
+    queue.remove(i)
 }
 
 #[cfg(test)]
@@ -400,6 +440,56 @@ mod tests {
                 Some(Some(1))
             );
         }
+    }
+
+    #[test]
+    fn expired_and_too_large_wait_for_a_request_a_real_server_could_answer_so() {
+        let mut f = Faults::default();
+        f.push(Fault::List(ErrorAnswer::Expired));
+        f.push(Fault::List(ErrorAnswer::TooLarge));
+        f.push(Fault::List(ErrorAnswer::InternalError));
+        let list = |rv: &str, m: Option<&str>, limit: Option<u32>| ListOptions {
+            resource_version: Some(rv.to_owned()),
+            resource_version_match: m.map(str::to_owned),
+            limit,
+            ..Default::default()
+        };
+        // A list from the current state can only get the 500.
+        assert_eq!(
+            f.take_list(&list("", None, Some(500))),
+            Some(ErrorAnswer::InternalError)
+        );
+        assert_eq!(f.take_list(&list("0", None, Some(500))), None);
+        assert_eq!(
+            f.take_list(&list("7", None, None)),
+            Some(ErrorAnswer::Expired)
+        );
+        assert_eq!(
+            f.take_list(&list("7", Some("Exact"), None)),
+            Some(ErrorAnswer::TooLarge)
+        );
+        assert_eq!(f.take_list(&list("7", None, None)), None);
+        f.push(Fault::List(ErrorAnswer::Expired));
+        let continued = ListOptions {
+            continue_token: Some("t".into()),
+            ..Default::default()
+        };
+        assert_eq!(f.take_list(&continued), Some(ErrorAnswer::Expired));
+        f.push(Fault::Watch(ErrorAnswer::Expired));
+        f.push(Fault::Watch(ErrorAnswer::TooManyRequests {
+            retry_after_seconds: 1,
+        }));
+        let watch = |rv: &str| WatchOptions {
+            resource_version: rv.to_owned(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            f.take_watch(&watch("0")),
+            Some(ErrorAnswer::TooManyRequests { .. })
+        ));
+        assert_eq!(f.take_watch(&watch("")), None);
+        assert_eq!(f.take_watch(&watch("9")), Some(ErrorAnswer::Expired));
+        assert_eq!((f.pending(), f.fired), (0, 6));
     }
 
     #[test]

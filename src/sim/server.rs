@@ -496,7 +496,7 @@ impl ListerWatcher for SimServer {
     /// state. Every request goes to the request log.
     async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
         let at = self.since_start();
-        let fault = self.shared.lock().faults.take_list();
+        let fault = self.shared.lock().faults.take_list(opts);
         let result = match fault {
             Some(answer) => {
                 Err(self.answer(answer, opts.resource_version.as_deref().unwrap_or("")))
@@ -512,7 +512,7 @@ impl ListerWatcher for SimServer {
     /// instead. Every request goes to the request log.
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
         let at = self.since_start();
-        let fault = self.shared.lock().faults.take_watch();
+        let fault = self.shared.lock().faults.take_watch(opts);
         let result = match fault {
             Some(answer) => Err(self.answer(answer, &opts.resource_version)),
             None => SimWatch::open(self.shared.clone(), opts),
