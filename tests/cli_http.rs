@@ -263,3 +263,109 @@ fn watch_reports_cache_bytes_with_and_without_compression() {
     server.kill().ok();
     server.wait().ok();
 }
+
+/// `GET path` (JSON) from the server at `url`, over a plain HTTP/1.0 connection.
+fn get_json(url: &str, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+/// `informer watch -l ... --field-selector ... --streaming-list` against `informer serve`: the
+/// server evaluates both selectors (on the streaming list too), so the cache holds exactly
+/// the Pods that match, counted here from the unfiltered list.
+#[test]
+fn watch_with_selectors_and_a_streaming_list_caches_exactly_the_matching_pods() {
+    let (mut server, url) = serve(&["--objects", "300", "--template", "pod-states"]);
+    let all = get_json(&url, "/api/v1/pods");
+    let items = all["items"].as_array().unwrap();
+    let expected = items
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] != "app-0" && p["status"]["phase"] == "Running")
+        .count();
+    assert!(
+        expected > 0 && expected < items.len(),
+        "{expected} of {}",
+        items.len()
+    );
+    let out = bin()
+        .args([
+            "watch",
+            "--server",
+            &url,
+            "--interval",
+            "10",
+            "--duration",
+            "3",
+        ])
+        .args([
+            "-l",
+            "app!=app-0",
+            "--field-selector",
+            "status.phase=Running",
+        ])
+        .args(["--streaming-list", "--report-json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(v["synced"], true, "{v}");
+    assert_eq!(v["objects"], expected, "{v}");
+    assert_eq!(v["last_error"], serde_json::Value::Null, "{v}");
+    let stats = get_json(&url, "/informer/v1/stats");
+    assert_eq!(stats["lists"], 1, "only the unfiltered list above: {stats}");
+    server.kill().ok();
+    server.wait().ok();
+}
+
+/// A request the server refuses: `informer watch` prints the server's message as it
+/// happens and in the final report, and fails when it never synced.
+#[test]
+fn watch_shows_the_servers_error_and_fails_when_it_never_synced() {
+    let (mut server, url) = serve(&["--objects", "10"]);
+    let out = bin()
+        .args([
+            "watch",
+            "--server",
+            &url,
+            "--interval",
+            "10",
+            "--duration",
+            "2",
+        ])
+        .args(["--field-selector", "spec.foo=x"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("error: list with resourceVersion=\"0\" failed")
+            && stderr.contains("field label not supported: spec.foo"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("(retrying)").count(),
+        1,
+        "shown once: {stderr}"
+    );
+    assert!(stdout.contains("last error:        list with"), "{stdout}");
+    assert!(stderr.contains("never synced"), "{stderr}");
+    server.kill().ok();
+    server.wait().ok();
+}

@@ -2,8 +2,8 @@
 //! summary and a final report on Ctrl-C.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use informer::client::{ClientOptions, HttpListerWatcher, discover};
@@ -58,6 +58,26 @@ pub(crate) struct WatchArgs {
     /// Print the final report as one JSON document (after the human lines).
     #[arg(long)]
     report_json: bool,
+    /// Start with a streaming list (a watch with `sendInitialEvents=true`, client-go's
+    /// WatchList) instead of paginated lists; servers without it make the informer fall back
+    /// to lists.
+    #[arg(long)]
+    streaming_list: bool,
+}
+
+/// `e` and every error under it, joined by `: ` (the server's message is at the bottom).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 /// Counts notifications and remembers when the last one came.
@@ -119,7 +139,8 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
                 label_selector: args.selector.clone(),
                 field_selector: args.field_selector.clone(),
                 ..Default::default()
-            },
+            }
+            .use_watch_list(args.streaming_list),
             compression: args.compression.config(),
             ..Default::default()
         },
@@ -132,6 +153,20 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
                 .name("summary")
                 .policy(OverflowPolicy::Unbounded),
         )
+        .map_err(|e| e.to_string())?;
+    // Every failure the informer recovers from, shown once per distinct message (a server
+    // refusing the request shows why, instead of the summary just never syncing).
+    let last_error: Arc<Mutex<Option<String>>> = Arc::default();
+    let seen = last_error.clone();
+    informer
+        .set_watch_error_handler(move |e| {
+            let msg = error_chain(e);
+            let mut last = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.as_deref() != Some(msg.as_str()) {
+                eprintln!("error: {msg} (retrying)");
+            }
+            *last = Some(msg);
+        })
         .map_err(|e| e.to_string())?;
     informer.start(&tokio::runtime::Handle::current());
     println!("watching {path} (kind {})", found.resource.kind);
@@ -194,6 +229,13 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
         };
         println!("  {ns:<30} {n}");
     }
+    let last_error = last_error
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if let Some(e) = &last_error {
+        println!("  last error:        {e}");
+    }
     let cache = CacheReport::new(args.compression, &informer.cache_stats());
     println!("  cache:             {}", cache.line());
     if args.report_json {
@@ -215,11 +257,16 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
             "watches": s.watches,
             "errors": s.errors,
             "cache": cache,
+            "last_error": last_error,
         });
         println!("{report}");
     }
+    let synced = informer.has_synced();
     informer.shutdown();
-    Ok(())
+    match (synced, last_error) {
+        (false, Some(e)) => Err(format!("never synced; last error: {e}")),
+        _ => Ok(()),
+    }
 }
 
 /// One reading of the informer's state.
