@@ -273,3 +273,66 @@ fn a_watch_sees_objects_leave_and_enter_its_selection() {
     });
     rt.block_on(server.shutdown());
 }
+
+/// `POST path` to the server at `url` (no body); the JSON answer and its status code.
+async fn post(url: &str, path: &str) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, serde_json::from_str(body).unwrap())
+}
+
+/// The control endpoint pauses, resumes and re-rates the flood driver of a running server.
+#[test]
+fn the_control_endpoint_pauses_resumes_and_sets_the_rate_of_a_flood() {
+    let rt = runtime();
+    let sim = pod_states(50);
+    let server = rt.block_on(start(&sim));
+    let url = server.url();
+    let driver = {
+        let sim = sim.clone();
+        rt.spawn(async move { informer::server::drive(&sim, 0.0).await })
+    };
+    rt.block_on(async {
+        let events = || sim.stats().events;
+        let (code, doc) = post(&url, "/informer/v1/rate?rate=5000").await;
+        assert_eq!(code, 200, "{doc}");
+        assert_eq!(
+            doc,
+            serde_json::json!({"resource": "pods", "rate": 5000.0, "paused": false})
+        );
+        let before = events();
+        assert!(eventually(Duration::from_secs(10), || events() > before + 500).await);
+        let (_, doc) = post(&url, "/informer/v1/pause").await;
+        assert_eq!(doc["paused"], true);
+        // At most one batch in flight when the pause came.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let paused = events();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(events(), paused, "no change while paused");
+        let (_, doc) = post(&url, "/informer/v1/resume").await;
+        assert_eq!(doc["paused"], false);
+        assert!(eventually(Duration::from_secs(10), || events() > paused + 500).await);
+        let (_, doc) = post(&url, "/informer/v1/rate?rate=0").await;
+        assert_eq!(doc["rate"], 0.0);
+        for bad in [
+            "/informer/v1/rate",
+            "/informer/v1/rate?rate=-1",
+            "/informer/v1/rate?rate=x",
+        ] {
+            let (code, doc) = post(&url, bad).await;
+            assert_eq!(code, 400, "{bad}: {doc}");
+        }
+        let (code, _) = post(&url, "/informer/v1/pause?resource=widgets").await;
+        assert_eq!(code, 404);
+    });
+    driver.abort();
+    rt.block_on(server.shutdown());
+}

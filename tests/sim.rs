@@ -915,3 +915,42 @@ async fn update_template_moves_objects_between_templates() {
         }
     }
 }
+
+/// The flood driver follows its rate, stops while paused (no burst on resume for the paused
+/// time), and follows a new rate: on tokio's paused clock, so the counts are exact up to one
+/// 10 ms tick.
+#[tokio::test(start_paused = true)]
+async fn the_flood_driver_pauses_resumes_and_changes_rate() {
+    let templates = Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap();
+    let sim = SimServer::new(SimConfig::new(templates).seed(3).target_objects(50)).unwrap();
+    assert_eq!(sim.drive_state(), informer::sim::DriveState::default());
+    let driver = {
+        let sim = sim.clone();
+        tokio::spawn(async move { sim.drive().await })
+    };
+    let events = || sim.stats().events;
+    // Rate 0: nothing.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(events(), 0);
+    sim.set_rate(1_000.0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let at_1000 = events();
+    assert!((1_980..=2_000).contains(&at_1000), "{at_1000}");
+    sim.pause();
+    assert!(sim.drive_state().paused);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let paused_at = events();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(events(), paused_at, "no change while paused");
+    sim.set_rate(200.0);
+    sim.resume();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let resumed = events() - paused_at;
+    assert!(
+        (190..=200).contains(&resumed),
+        "{resumed} (no burst for the paused 5 s)"
+    );
+    sim.set_rate(f64::NAN);
+    assert_eq!(sim.drive_state().rate, 0.0);
+    driver.abort();
+}

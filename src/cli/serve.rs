@@ -23,7 +23,8 @@ pub(crate) struct ServeArgs {
     objects: Vec<u64>,
     /// Changes (ADDED/MODIFIED/DELETED) per second, generated until stopped; 0 = none (use
     /// `POST /informer/v1/flood?events=N[&resource=PLURAL]` to make changes on demand).
-    /// Repeatable like `--objects`.
+    /// `POST /informer/v1/rate?rate=R`, `/informer/v1/pause` and `/informer/v1/resume`
+    /// change, stop and restart it while serving. Repeatable like `--objects`.
     #[arg(long, default_values_t = [0.0])]
     rate: Vec<f64>,
     /// Object template. Repeatable: each one is served as its own resource by its own

@@ -1,5 +1,6 @@
 //! The simulator's control endpoints, outside the Kubernetes API: `POST /informer/v1/flood`,
-//! `POST /informer/v1/faults`, `GET /informer/v1/stats`.
+//! `POST /informer/v1/faults`, `POST /informer/v1/rate`, `POST /informer/v1/pause`,
+//! `POST /informer/v1/resume`, `GET /informer/v1/stats`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -63,9 +64,48 @@ impl Api {
         json_response(StatusCode::OK, &json!({"armed": names}))
     }
 
+    /// `POST /informer/v1/rate?rate=R`: sets the flood driver's rate (changes per second, 0 =
+    /// none); answers the driver's state.
+    pub(super) fn set_rate(&self, query: &[(String, String)]) -> Response<ResponseBody> {
+        let rate = query
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "rate")
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .filter(|r| r.is_finite() && *r >= 0.0 && *r <= 100_000_000.0);
+        let Some(rate) = rate else {
+            return error_response(
+                &bad_request("rate=R (changes per second, 0 to 100 million) is required"),
+                Encoding::Json,
+            );
+        };
+        self.sim.set_rate(rate);
+        self.drive_doc()
+    }
+
+    /// `POST /informer/v1/pause` and `/resume`: stops or restarts the flood driver; answers
+    /// its state.
+    pub(super) fn pause(&self, paused: bool) -> Response<ResponseBody> {
+        if paused {
+            self.sim.pause();
+        } else {
+            self.sim.resume();
+        }
+        self.drive_doc()
+    }
+
+    fn drive_doc(&self) -> Response<ResponseBody> {
+        let d = self.sim.drive_state();
+        json_response(
+            StatusCode::OK,
+            &json!({"resource": self.resource.plural, "rate": d.rate, "paused": d.paused}),
+        )
+    }
+
     /// `GET /informer/v1/stats`: the simulator's and the server's counters.
     pub(super) fn stats_doc(&self) -> Response<ResponseBody> {
         let s = self.sim.stats();
+        let d = self.sim.drive_state();
         let h = &self.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         json_response(
@@ -78,6 +118,8 @@ impl Api {
                 "history": s.history,
                 "oldestResourceVersion": s.oldest_resource_version.to_string(),
                 "simWatchers": s.watchers,
+                "rate": d.rate,
+                "paused": d.paused,
                 "requests": l(&h.requests),
                 "lists": l(&h.lists),
                 "watches": l(&h.watches),

@@ -206,8 +206,10 @@ impl Drop for ServerHandle {
 /// - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
 ///   N changes (honouring flow control) and answers the resulting resourceVersion;
 ///   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults
-///   ([`crate::sim::Fault`]); `GET /informer/v1/stats`; each with `resource=<plural>` to pick
-///   one of several resources.
+///   ([`crate::sim::Fault`]); `POST /informer/v1/rate?rate=R` sets the rate of the flood
+///   driver ([`drive`], `informer serve --rate`), `POST /informer/v1/pause` and
+///   `/informer/v1/resume` stop and restart it; `GET /informer/v1/stats` (with the driver's
+///   `rate` and `paused`); each with `resource=<plural>` to pick one of several resources.
 ///
 /// Simulator faults reach clients as a real server's failures would: error answers as
 /// `Status` responses, `refused` as a connection closed without an answer, stream faults
@@ -352,8 +354,8 @@ async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 /// Changes objects at `rate` events per second until cancelled (`informer serve --rate`):
-/// every 10 ms, the changes due since the start are made with [`SimServer::flood`] (which
-/// waits for slow watchers when flow control is on, so the rate is then an upper bound).
+/// sets the simulator's rate ([`SimServer::set_rate`]) and runs its driver
+/// ([`SimServer::drive`]), which the control endpoints can then pause, resume and re-rate.
 ///
 /// # Errors
 /// The simulator's [`SimError`].
@@ -361,19 +363,6 @@ async fn stopped(rx: &mut tokio::sync::watch::Receiver<bool>) {
 /// # Cancel safety
 /// Cancel safe: changes are made in whole batches.
 pub async fn drive(sim: &SimServer, rate: f64) -> Result<(), SimError> {
-    if rate <= 0.0 {
-        return std::future::pending().await;
-    }
-    let start = tokio::time::Instant::now();
-    let mut made = 0u64;
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        let due = (start.elapsed().as_secs_f64() * rate) as u64;
-        if due > made {
-            sim.flood(due - made).await?;
-            made = due;
-        }
-    }
+    sim.set_rate(rate);
+    sim.drive().await
 }

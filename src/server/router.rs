@@ -86,6 +86,16 @@ impl Router {
                 Ok(api) => api.inject(query),
                 Err(r) => *r,
             },
+            (["informer", "v1", "rate"], _) if post => match self.control_target(query) {
+                Ok(api) => api.set_rate(query),
+                Err(r) => *r,
+            },
+            (["informer", "v1", action @ ("pause" | "resume")], _) if post => {
+                match self.control_target(query) {
+                    Ok(api) => api.pause(*action == "pause"),
+                    Err(r) => *r,
+                }
+            }
             (["informer", "v1", "stats"], true) => match self.control_target(query) {
                 Ok(api) => api.stats_doc(),
                 Err(r) => *r,

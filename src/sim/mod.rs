@@ -11,6 +11,7 @@
 mod codec;
 mod config;
 mod continue_token;
+mod driver;
 mod error;
 mod fault;
 mod list;
@@ -27,6 +28,7 @@ mod vary;
 mod watch;
 
 pub use config::{FloodMix, SimConfig};
+pub use driver::DriveState;
 pub use error::SimError;
 pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
 pub use request::{RequestKind, SimRequest};

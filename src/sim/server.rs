@@ -133,7 +133,7 @@ const BATCH: u64 = 256;
 /// [`StreamFault`]: super::StreamFault
 #[derive(Clone)]
 pub struct SimServer {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 /// Counters of a running server.
@@ -197,6 +197,7 @@ impl SimServer {
                 epoch: Instant::now(),
                 watches_opened: AtomicU64::new(0),
                 stream_faults: AtomicUsize::new(0),
+                drive: watch::channel(super::DriveState::default()).0,
             }),
         };
         if initial > 0 {

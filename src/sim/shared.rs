@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     /// `rv_tx`, so a watch woken by it sees the increment (the channel orders them); a watch
     /// that reads 0 just misses the fault until its next look.
     pub(crate) stream_faults: AtomicUsize,
+    /// The flood driver's rate and pause state ([`super::SimServer::drive`]).
+    pub(crate) drive: watch::Sender<super::DriveState>,
 }
 
 impl Shared {
