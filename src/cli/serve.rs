@@ -32,6 +32,12 @@ pub(crate) struct ServeArgs {
     /// for the Deployments and Pods of one simulated cluster.
     #[arg(long, value_enum, default_values_t = [Template::HeadPod])]
     template: Vec<Template>,
+    /// How objects are kept and served: protobuf (JSON clients get them through the
+    /// fixtures' JSON twins; JSON writes may change only metadata) or JSON (any JSON write;
+    /// protobuf clients get 406 and fall back to JSON). A fake cluster that controllers and
+    /// kubectl write to wants `json`.
+    #[arg(long, value_enum, default_value_t = super::sim_args::Format::Protobuf)]
+    format: super::sim_args::Format,
     /// Seed of the simulators (the same for each, so that the Pods of `pod-states` belong to
     /// the Deployments of `deployments`).
     #[arg(long, default_value_t = 1)]
@@ -94,7 +100,7 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
     let mut served = Vec::new();
     let mut sims = Vec::new();
     for (i, &template) in args.template.iter().enumerate() {
-        let (templates, twins) = load_templates(template, super::sim_args::Format::Protobuf, &dir)?;
+        let (templates, twins) = load_templates(template, args.format, &dir)?;
         let config = sim_config(args, template, templates, nth(&args.objects, i));
         let sim = SimServer::new(config).map_err(|e| e.to_string())?;
         args.sim.arm(&sim);

@@ -5,7 +5,7 @@ use http::{Response, StatusCode};
 
 use super::api::Api;
 use super::response::{ResponseBody, api_error_response, content_type, error_response, response};
-use crate::object::{Encoding, ObjectKey};
+use crate::object::{Encoding, Object, ObjectKey};
 use crate::reflector::ApiError;
 use crate::sim::status::failure;
 
@@ -30,6 +30,17 @@ impl Api {
         let Some(obj) = self.sim.get(&key) else {
             return error_response(&not_found(), enc);
         };
+        self.object_response(StatusCode::OK, &obj, enc, meta_only)
+    }
+
+    /// `obj` as a response body in `enc` (its `PartialObjectMetadata` when `meta_only`).
+    pub(super) fn object_response(
+        &self,
+        code: StatusCode,
+        obj: &Object,
+        enc: Encoding,
+        meta_only: bool,
+    ) -> Response<ResponseBody> {
         let body = match enc {
             _ if meta_only => obj
                 .to_partial_object_metadata(enc)
@@ -43,10 +54,10 @@ impl Api {
                 "NotAcceptable",
                 "no protobuf form".into(),
             ))),
-            Encoding::Json => self.object_json(&obj),
+            Encoding::Json => self.object_json(obj),
         };
         match body {
-            Ok(b) => response(StatusCode::OK, content_type(enc), b),
+            Ok(b) => response(code, content_type(enc), b),
             Err(e) => api_error_response(e, enc),
         }
     }

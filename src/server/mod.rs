@@ -4,6 +4,7 @@
 //! what is served.
 
 mod api;
+mod cluster;
 mod control;
 mod discovery;
 mod fields;
@@ -11,12 +12,14 @@ mod filter;
 mod get;
 mod list;
 mod negotiate;
+mod patch;
 mod request;
 mod response;
 mod router;
 mod stats;
 mod transcode;
 mod watch;
+mod write;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,6 +82,9 @@ pub enum ServerError {
     /// Two simulators would serve the same `group/version/plural`.
     #[error("two simulators serve {0}")]
     DuplicateResource(String),
+    /// The built-in `namespaces` or `events` could not be made (a bug).
+    #[error("built-in resources: {0}")]
+    Builtin(String),
     /// Binding or configuring the socket failed.
     #[error("binding {addr}: {source}")]
     Bind {
@@ -104,6 +110,8 @@ pub fn served_resource(sim: &SimServer) -> ServedResource {
         ("", "pods") => vec!["po".to_owned()],
         ("", "nodes") => vec!["no".to_owned()],
         ("", "configmaps") => vec!["cm".to_owned()],
+        ("", "namespaces") => vec!["ns".to_owned()],
+        ("", "events") => vec!["ev".to_owned()],
         ("", "services") => vec!["svc".to_owned()],
         ("apps", "deployments") => vec!["deploy".to_owned()],
         _ => vec![],
@@ -255,6 +263,9 @@ pub async fn serve_many(
     if resources.is_empty() {
         return Err(ServerError::NoResources);
     }
+    let mut resources = resources;
+    let builtin = cluster::builtin(&resources)?;
+    resources.extend(builtin);
     let (hold, _) = tokio::sync::watch::channel(false);
     let stats = Arc::new(ServerStats::default());
     let mut apis: Vec<Api> = Vec::with_capacity(resources.len());

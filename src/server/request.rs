@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 
 use super::api::Api;
@@ -12,14 +13,17 @@ use super::negotiate::partial_metadata;
 use super::response::{
     ResponseBody, api_error_response, content_type, error_response, not_found, response,
 };
+use crate::object::Encoding;
 use crate::reflector::{ListOptions, WatchOptions};
 use crate::sim::status::{bad_request, failure};
 
 /// The resource part of a path.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Target<'a> {
-    namespace: Option<&'a str>,
-    name: Option<&'a str>,
+    pub(super) namespace: Option<&'a str>,
+    pub(super) name: Option<&'a str>,
+    /// A subresource of the named object: `status` or `scale`.
+    pub(super) sub: Option<&'a str>,
     /// `/watch/` in the path (the legacy watch prefix).
     watch_prefix: bool,
 }
@@ -41,24 +45,40 @@ impl Api {
             [plural] if *plural == self.resource.plural => Some(Target {
                 namespace,
                 name: None,
+                sub: None,
                 watch_prefix,
             }),
             [plural, name] if *plural == self.resource.plural => Some(Target {
                 namespace,
                 name: Some(*name),
+                sub: None,
                 watch_prefix,
             }),
+            [plural, name, sub @ ("status" | "scale")]
+                if *plural == self.resource.plural && !watch_prefix =>
+            {
+                Some(Target {
+                    namespace,
+                    name: Some(*name),
+                    sub: Some(*sub),
+                    watch_prefix,
+                })
+            }
             _ => None,
         }
     }
 
-    /// Answers a request for the resource: `rest` is the path after the group version.
+    /// Answers a request for the resource: `rest` is the path after the group version,
+    /// `body` the request body (empty for reads).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn resource_request(
         &self,
         method: &Method,
         rest: &[&str],
         query: &[(String, String)],
         accept: Option<&str>,
+        body_type: Option<&str>,
+        body: &Bytes,
     ) -> Response<ResponseBody> {
         // A metadata-only request (`as=PartialObjectMetadata`): every object has that form.
         let meta_only = partial_metadata(accept);
@@ -74,16 +94,34 @@ impl Api {
             return not_found(enc);
         };
         if *method != Method::GET && *method != Method::HEAD {
-            return error_response(
-                &failure(
-                    405,
-                    "MethodNotAllowed",
-                    format!(
-                        "the server does not allow this method on the requested resource ({method})"
+            if target.watch_prefix {
+                return error_response(
+                    &failure(
+                        405,
+                        "MethodNotAllowed",
+                        format!(
+                            "the server does not allow this method on the requested resource ({method})"
+                        ),
                     ),
-                ),
-                enc,
-            );
+                    enc,
+                );
+            }
+            return self
+                .write(method, &target, query, body, body_type, enc, meta_only)
+                .await;
+        }
+        match (target.name, target.sub) {
+            (Some(name), Some("status")) => {
+                return self.get(target.namespace, name, enc, meta_only);
+            }
+            (Some(name), Some(_)) => {
+                let key = crate::object::ObjectKey::new(target.namespace.unwrap_or(""), name);
+                return match self.scale_doc(&key) {
+                    Ok(doc) => super::response::json_response(StatusCode::OK, &doc),
+                    Err(e) => api_error_response(e, Encoding::Json),
+                };
+            }
+            _ => {}
         }
         let q = |k: &str| {
             query

@@ -5,13 +5,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use http::header::ACCEPT;
+use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 
 use super::api::Api;
 use super::discovery::{self, ServedResource};
 use super::response::{ResponseBody, error_response, json_response, not_found, response};
 use super::stats::ServerStats;
+use super::write::MAX_BODY;
 use crate::object::Encoding;
 use crate::sim::status::failure;
 
@@ -26,21 +28,59 @@ pub(crate) struct Router {
 
 impl Router {
     /// Answers one request. Never fails: every problem is an error `Status` response.
-    pub(crate) async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody> {
+    pub(crate) async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<ResponseBody>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let accept = req
-            .headers()
-            .get(ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let header = |h| {
+            req.headers()
+                .get(h)
+                .and_then(|v: &http::HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let accept = header(ACCEPT);
+        let content_type = header(CONTENT_TYPE);
         let path = req.uri().path().to_owned();
         let query: Vec<(String, String)> = req
             .uri()
             .query()
             .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
             .unwrap_or_default();
+        let method = req.method().clone();
+        // Bodies are read whole, up to the write limit, before anything is allocated for them.
+        let body = match http_body_util::Limited::new(req.into_body(), MAX_BODY)
+            .collect()
+            .await
+        {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                let s = if e
+                    .downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    failure(
+                        413,
+                        "RequestEntityTooLarge",
+                        format!("the request body is larger than {MAX_BODY} bytes"),
+                    )
+                } else {
+                    failure(400, "BadRequest", format!("reading the request body: {e}"))
+                };
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                return error_response(&s, Encoding::Json);
+            }
+        };
         let r = self
-            .route(req.method(), &path, &query, accept.as_deref())
+            .route(
+                &method,
+                &path,
+                &query,
+                accept.as_deref(),
+                content_type.as_deref(),
+                &body,
+            )
             .await;
         if r.status().is_client_error() || r.status().is_server_error() {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -54,6 +94,8 @@ impl Router {
         path: &str,
         query: &[(String, String)],
         accept: Option<&str>,
+        content_type: Option<&str>,
+        body: &Bytes,
     ) -> Response<ResponseBody> {
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         let served: Vec<&ServedResource> = self.apis.iter().map(|a| &a.resource).collect();
@@ -101,11 +143,17 @@ impl Router {
                 Err(r) => *r,
             },
             (["api", "v1", rest @ ..], _) => match self.find("", "v1", rest) {
-                Some(api) => api.resource_request(method, rest, query, accept).await,
+                Some(api) => {
+                    api.resource_request(method, rest, query, accept, content_type, body)
+                        .await
+                }
                 None => not_found(Encoding::Json),
             },
             (["apis", g, v, rest @ ..], _) if !g.is_empty() => match self.find(g, v, rest) {
-                Some(api) => api.resource_request(method, rest, query, accept).await,
+                Some(api) => {
+                    api.resource_request(method, rest, query, accept, content_type, body)
+                        .await
+                }
                 None => not_found(Encoding::Json),
             },
             _ => not_found(Encoding::Json),

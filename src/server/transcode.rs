@@ -59,6 +59,10 @@ struct Twin {
     rest_pb: Bytes,
     /// `,"spec":...,"status":...` (or empty).
     rest_json: Bytes,
+    /// The same members parsed, to recognize them in a client's JSON (in any member order).
+    rest_value: Map<String, Value>,
+    /// The template without metadata: given a client's metadata, its protobuf form.
+    stripped: Object,
 }
 
 /// Renders protobuf objects of one simulator as JSON documents (see the module docs).
@@ -99,12 +103,20 @@ impl JsonTranscoder {
             }
             let stripped = t.with_meta(ObjectMeta::default())?;
             let rest_pb = rest_of(&stripped.raw()?)?;
-            let rest_json = json_rest(
-                serde_json::from_slice(&j.raw()?).map_err(|e| DecodeError::json(&e, 0))?,
-            )?;
+            let mut doc: Map<String, Value> =
+                serde_json::from_slice(&j.raw()?).map_err(|e| DecodeError::json(&e, 0))?;
+            let rest_json = json_rest(doc.clone())?;
+            for k in ["apiVersion", "kind", "metadata"] {
+                doc.remove(k);
+            }
             map.entry(hasher.hash_one(&rest_pb[..]))
                 .or_default()
-                .push(Twin { rest_pb, rest_json });
+                .push(Twin {
+                    rest_pb,
+                    rest_json,
+                    rest_value: doc,
+                    stripped,
+                });
         }
         let head = format!(
             "{{\"kind\":{},\"apiVersion\":{},\"metadata\":",
@@ -153,6 +165,33 @@ impl JsonTranscoder {
         out.extend_from_slice(&twin.rest_json);
         out.push(b'}');
         Ok(Bytes::from(out))
+    }
+
+    /// The protobuf form of a client's JSON object of this kind whose members but `metadata`
+    /// are one template's twin's (in any order: a metadata-only patch or update, a create of
+    /// a template's copy): that template's protobuf fields with the JSON object's metadata
+    /// (without `managedFields`, which would have to be re-encoded).
+    ///
+    /// # Errors
+    /// [`TranscodeError::Unknown`] when the members match no template.
+    pub fn to_protobuf(&self, obj: &Object) -> Result<Object, TranscodeError> {
+        if obj.encoding() == Encoding::Protobuf {
+            return Ok(obj.clone());
+        }
+        let mut doc: Map<String, Value> =
+            serde_json::from_slice(&obj.raw()?).map_err(|e| DecodeError::json(&e, 0))?;
+        for k in ["apiVersion", "kind", "metadata"] {
+            doc.remove(k);
+        }
+        let twin = self
+            .twins
+            .values()
+            .flatten()
+            .find(|t| t.rest_value == doc)
+            .ok_or_else(|| TranscodeError::Unknown(obj.key().to_string()))?;
+        let mut meta = obj.meta().clone();
+        meta.managed_fields.clear();
+        Ok(twin.stripped.with_meta(meta)?)
     }
 
     /// Appends `event` as one JSON watch line (`{"type":..,"object":..}\n`).
@@ -216,7 +255,7 @@ fn rest_of(raw: &Bytes) -> Result<Bytes, DecodeError> {
 
 /// `metadata` as Kubernetes writes it in JSON (members in upstream order, empty ones left
 /// out, protobuf `managedFields` entries rendered with their `fieldsV1` JSON).
-fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
+pub(crate) fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
     let mut o = Map::new();
     let mut put = |k: &str, v: &str| {
         if !v.is_empty() {

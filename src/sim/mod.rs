@@ -17,6 +17,7 @@ mod fault;
 mod list;
 mod oversized;
 mod request;
+mod rest;
 mod rng;
 mod server;
 mod shared;
@@ -26,6 +27,7 @@ mod templates;
 mod truth;
 mod vary;
 mod watch;
+mod write;
 
 pub use config::{FloodMix, SimConfig};
 pub use driver::DriveState;
@@ -39,6 +41,7 @@ pub use templates::{
 };
 pub use truth::{Truth, diff_views};
 pub use watch::SimWatch;
+pub use write::{Preconditions, WriteTarget};
 
 #[cfg(feature = "server")]
 pub(crate) use codec::json_rest;

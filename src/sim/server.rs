@@ -341,7 +341,7 @@ impl SimServer {
         Some(items.iter().map(|(_, r)| object_of(r)).collect())
     }
 
-    fn change<T>(
+    pub(super) fn change<T>(
         &self,
         f: impl FnOnce(&mut State, &SimConfig) -> Result<T, SimError>,
     ) -> Result<T, SimError> {

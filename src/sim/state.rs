@@ -55,19 +55,19 @@ fn app_of_name(cfg: &SimConfig, name: &str) -> Option<u32> {
 /// its wire form; the decoded [`Object`] is built on first request.
 #[derive(Debug)]
 pub(crate) struct Rec {
-    template: usize,
+    pub(super) template: usize,
     /// The object's own fields but `metadata` ([`SimConfig::vary`]); `None`: the template's.
-    rest: Option<Bytes>,
+    pub(super) rest: Option<Bytes>,
     /// Its variation's seed and creation time (seconds), kept for its life: a move to another
     /// template (a Pod's next state) keeps its node, IPs, images and times.
-    vary_seed: (u64, i64),
-    static_meta: Bytes,
-    labels: Bytes,
-    version: Option<String>,
-    generation: i64,
+    pub(super) vary_seed: (u64, i64),
+    pub(super) static_meta: Bytes,
+    pub(super) labels: Bytes,
+    pub(super) version: Option<String>,
+    pub(super) generation: i64,
     /// The object's wire form (protobuf envelope or JSON document): a slice of its frame.
     pub(crate) wire: Bytes,
-    obj: OnceLock<Arc<Object>>,
+    pub(super) obj: OnceLock<Arc<Object>>,
 }
 
 impl Rec {
@@ -147,7 +147,7 @@ pub(crate) struct State {
     pub(crate) log: VecDeque<Entry>,
     /// Every change up to this resourceVersion has left the history window.
     pub(crate) compacted: u64,
-    rng: SimRng,
+    pub(super) rng: SimRng,
     /// Counter for generated names.
     seq: u64,
     /// Changes made since the server started.
@@ -427,7 +427,7 @@ impl State {
 
     /// Records a change: next resourceVersion, encoded frame (the object's wire form is a slice
     /// of it), object maps, history window.
-    fn commit(
+    pub(super) fn commit(
         &mut self,
         cfg: &SimConfig,
         kind: WatchEventType,

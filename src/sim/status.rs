@@ -107,3 +107,30 @@ pub(crate) fn internal_error() -> ApiStatus {
         "Internal error occurred: etcdserver: request timed out (simulated)".to_owned(),
     )
 }
+
+/// 404 NotFound for `name` of resource `qualified` (`pods`, `deployments.apps`).
+pub(crate) fn not_found(qualified: &str, name: &str) -> ApiStatus {
+    failure(404, "NotFound", format!("{qualified} \"{name}\" not found"))
+}
+
+/// 409 AlreadyExists: a create of a name that exists.
+pub(crate) fn already_exists(qualified: &str, name: &str) -> ApiStatus {
+    failure(
+        409,
+        "AlreadyExists",
+        format!("{qualified} \"{name}\" already exists"),
+    )
+}
+
+/// 409 Conflict: a write whose resourceVersion (or uid) precondition no longer holds.
+pub(crate) fn conflict(qualified: &str, name: &str, why: &str) -> ApiStatus {
+    failure(
+        409,
+        "Conflict",
+        format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+    )
+}
+
+/// The text of a 409 Conflict on a stale resourceVersion.
+pub(crate) const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";

@@ -1,0 +1,400 @@
+//! Writes: create (POST), update (PUT), patch (PATCH), delete (DELETE), on objects and their
+//! `status` and `scale` subresources (upstream `apiserver/pkg/endpoints/handlers/create.go`,
+//! `update.go`, `patch.go`, `delete.go`). The rules are the simulator's
+//! ([`SimServer::create_object`] and the others); this layer decodes bodies, applies patches
+//! and presents the `Scale` of Deployments.
+//!
+//! [`SimServer::create_object`]: crate::sim::SimServer::create_object
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::api::Api;
+use super::patch::{self, PatchType};
+use super::request::Target;
+use super::response::{ResponseBody, api_error_response, error_response, json_response};
+use crate::object::{self, Encoding, Object, ObjectKey, encode_envelope};
+use crate::reflector::ApiError;
+use crate::sim::status::{bad_request, failure, invalid};
+use crate::sim::{Preconditions, WriteTarget};
+
+/// Largest request body accepted (kube-apiserver's limit for a write is about 3 MB).
+pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Tries of a patch that lost a race with another writer before it answers 409 (upstream
+/// retries a patch on conflicts the same way).
+const PATCH_TRIES: usize = 5;
+
+fn status(s: crate::object::ApiStatus) -> ApiError {
+    ApiError::Status(s)
+}
+
+/// Whether the kind has a `scale` subresource here.
+fn scalable(api: &Api) -> bool {
+    api.resource.group == "apps"
+        && matches!(
+            api.resource.plural.as_str(),
+            "deployments" | "replicasets" | "statefulsets"
+        )
+}
+
+impl Api {
+    /// Answers a write to `target` (a collection for POST, an object or its subresource
+    /// otherwise).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn write(
+        &self,
+        method: &Method,
+        target: &Target<'_>,
+        query: &[(String, String)],
+        body: &Bytes,
+        content_type: Option<&str>,
+        enc: Encoding,
+        meta_only: bool,
+    ) -> Response<ResponseBody> {
+        if query.iter().any(|(k, v)| k == "dryRun" && !v.is_empty()) {
+            return error_response(&bad_request("dryRun is not supported by this server"), enc);
+        }
+        let namespace = target.namespace.unwrap_or("");
+        let r = match (method.as_str(), target.name, target.sub) {
+            ("POST", None, None) => {
+                if self.resource.namespaced && target.namespace.is_none() {
+                    return method_not_allowed(method, enc);
+                }
+                self.decode_body(body, content_type)
+                    .and_then(|o| self.sim.create_object(namespace, &o))
+                    .map(|o| (StatusCode::CREATED, o))
+            }
+            ("PUT", Some(name), None | Some("status")) => {
+                let key = ObjectKey::new(namespace, name);
+                let part = if target.sub.is_some() {
+                    WriteTarget::Status
+                } else {
+                    WriteTarget::Main
+                };
+                self.decode_body(body, content_type)
+                    .and_then(|o| self.sim.replace_object(&key, &o, part))
+                    .map(|o| (StatusCode::OK, o))
+            }
+            ("PATCH", Some(name), None | Some("status")) => {
+                let key = ObjectKey::new(namespace, name);
+                let part = if target.sub.is_some() {
+                    WriteTarget::Status
+                } else {
+                    WriteTarget::Main
+                };
+                self.patch(&key, part, body, content_type)
+                    .map(|o| (StatusCode::OK, o))
+            }
+            ("DELETE", Some(name), None) => {
+                let key = ObjectKey::new(namespace, name);
+                delete_options(body)
+                    .and_then(|pre| self.sim.delete_object(&key, &pre))
+                    .map(|o| (StatusCode::OK, o))
+            }
+            ("PUT" | "PATCH", Some(name), Some("scale")) if scalable(self) => {
+                let key = ObjectKey::new(namespace, name);
+                return match self.write_scale(method, &key, body, content_type) {
+                    Ok(doc) => json_response(StatusCode::OK, &doc),
+                    Err(e) => api_error_response(e, Encoding::Json),
+                };
+            }
+            _ => return method_not_allowed(method, enc),
+        };
+        match r {
+            Ok((code, obj)) => self.object_response(code, &obj, enc, meta_only),
+            Err(e) => api_error_response(e, enc),
+        }
+    }
+
+    /// A request body as an object this simulator can store: JSON for a JSON simulator;
+    /// protobuf, or JSON whose members but metadata are a template's, for a protobuf one.
+    fn decode_body(&self, body: &Bytes, content_type: Option<&str>) -> Result<Object, ApiError> {
+        let ct = content_type
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim();
+        if !matches!(
+            ct,
+            "" | "application/json" | "application/vnd.kubernetes.protobuf" | "*/*"
+        ) {
+            return Err(status(failure(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {ct:?})"
+                ),
+            )));
+        }
+        let obj = object::decode(body.clone()).map_err(|e| {
+            status(bad_request(format!(
+                "the request body does not decode: {e}"
+            )))
+        })?;
+        self.stored_form(obj)
+    }
+
+    /// `obj` in the simulator's encoding.
+    fn stored_form(&self, obj: Object) -> Result<Object, ApiError> {
+        match (self.sim.encoding(), obj.encoding(), &self.json) {
+            (a, b, _) if a == b => Ok(obj),
+            (Encoding::Protobuf, Encoding::Json, Some(t)) => t.to_protobuf(&obj).map_err(|_| {
+                status(failure(
+                    415,
+                    "UnsupportedMediaType",
+                    "this server keeps protobuf objects and can take JSON only for changes to \
+                     metadata (its fields but metadata must be one of the templates'): send \
+                     protobuf, or serve JSON objects (informer serve --format json)"
+                        .into(),
+                ))
+            }),
+            (Encoding::Json, Encoding::Protobuf, _) if obj.gvk().kind == "Namespace" => {
+                namespace_json(&obj)
+            }
+            _ => Err(status(failure(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "this server keeps {:?} {}: send the body as {:?}",
+                    self.sim.encoding(),
+                    self.resource.plural,
+                    self.sim.encoding()
+                ),
+            ))),
+        }
+    }
+
+    /// The object at `key` as a JSON document.
+    fn current_json(&self, key: &ObjectKey) -> Result<(Object, Value), ApiError> {
+        let Some(cur) = self.sim.get(key) else {
+            return Err(status(failure(
+                404,
+                "NotFound",
+                format!("{} \"{}\" not found", self.qualified(), key.name()),
+            )));
+        };
+        let doc = serde_json::from_slice(&self.object_json(&cur)?)
+            .map_err(|e| status(failure(500, "InternalError", e.to_string())))?;
+        Ok((Object::clone(&cur), doc))
+    }
+
+    fn qualified(&self) -> String {
+        if self.resource.group.is_empty() {
+            self.resource.plural.clone()
+        } else {
+            format!("{}.{}", self.resource.plural, self.resource.group)
+        }
+    }
+
+    /// PATCH: the patch applied to the current JSON document, stored as an update; retried
+    /// when another write came in between, unless the patch itself names a resourceVersion.
+    fn patch(
+        &self,
+        key: &ObjectKey,
+        part: WriteTarget,
+        body: &Bytes,
+        content_type: Option<&str>,
+    ) -> Result<std::sync::Arc<Object>, ApiError> {
+        let t = patch_type(content_type)?;
+        let pinned = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|p| p.pointer("/metadata/resourceVersion").cloned())
+            .is_some();
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (_, doc) = self.current_json(key)?;
+            let patched = patch::apply(t, &doc, body).map_err(|e| status(invalid(e)))?;
+            let obj = self.patched_object(&patched)?;
+            match self.sim.replace_object(key, &obj, part) {
+                Err(ApiError::Status(s)) if s.code == 409 && !pinned && tries < PATCH_TRIES => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// A patched JSON document as an object to store.
+    fn patched_object(&self, doc: &Value) -> Result<Object, ApiError> {
+        let bytes = serde_json::to_vec(doc)
+            .map_err(|e| status(failure(500, "InternalError", e.to_string())))?;
+        let obj = object::decode(Bytes::from(bytes))
+            .map_err(|e| status(invalid(format!("the patched object is not valid: {e}"))))?;
+        self.stored_form(obj)
+    }
+
+    /// The `autoscaling/v1` `Scale` of the object at `key`.
+    pub(super) fn scale_doc(&self, key: &ObjectKey) -> Result<Value, ApiError> {
+        let (obj, doc) = self.current_json(key)?;
+        let selector = doc
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let mut meta = json!({
+            "name": obj.name(),
+            "uid": obj.uid(),
+            "resourceVersion": obj.resource_version(),
+        });
+        if !obj.namespace().is_empty() {
+            meta["namespace"] = obj.namespace().into();
+        }
+        if let Some(t) = &obj.meta().creation_timestamp {
+            meta["creationTimestamp"] = t.to_rfc3339().into();
+        }
+        Ok(json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": meta,
+            "spec": {"replicas": doc.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1)},
+            "status": {
+                "replicas": doc.pointer("/status/replicas").and_then(Value::as_i64).unwrap_or(0),
+                "selector": selector,
+            },
+        }))
+    }
+
+    /// PUT or PATCH of `scale`: sets `spec.replicas` (a `metadata.resourceVersion` in the
+    /// `Scale` is a precondition on the object's); answers the new `Scale`.
+    fn write_scale(
+        &self,
+        method: &Method,
+        key: &ObjectKey,
+        body: &Bytes,
+        content_type: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let current = self.scale_doc(key)?;
+        let scale = if *method == Method::PATCH {
+            let t = patch_type(content_type)?;
+            patch::apply(t, &current, body).map_err(|e| status(invalid(e)))?
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                status(bad_request(format!(
+                    "the request body does not decode: {e}"
+                )))
+            })?
+        };
+        let Some(replicas) = scale.pointer("/spec/replicas").and_then(Value::as_i64) else {
+            return Err(status(invalid(
+                "Scale.autoscaling \"\" is invalid: spec.replicas: Required value",
+            )));
+        };
+        if replicas < 0 {
+            return Err(status(invalid(format!(
+                "Scale.autoscaling \"{}\" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0",
+                key.name()
+            ))));
+        }
+        let rv = scale
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|rv| !rv.is_empty())
+            .map(str::to_owned);
+        let obj = self.with_replicas(key, replicas, rv)?;
+        self.sim.replace_object(key, &obj, WriteTarget::Main)?;
+        self.scale_doc(key)
+    }
+
+    /// The object at `key` with `spec.replicas` set, carrying `rv` (or its own) as the
+    /// update's precondition.
+    fn with_replicas(
+        &self,
+        key: &ObjectKey,
+        replicas: i64,
+        rv: Option<String>,
+    ) -> Result<Object, ApiError> {
+        let (cur, mut doc) = self.current_json(key)?;
+        if self.sim.encoding() == Encoding::Json {
+            doc["spec"]["replicas"] = replicas.into();
+            if let Some(rv) = rv {
+                doc["metadata"]["resourceVersion"] = rv.into();
+            }
+            return self.patched_object(&doc);
+        }
+        // Protobuf: set the field in the typed object.
+        use prost::Message as _;
+        let decode_err =
+            |e: crate::object::DecodeError| status(failure(500, "InternalError", e.to_string()));
+        let mut d: k8s_pb::api::apps::v1::Deployment = cur.decode().map_err(decode_err)?;
+        d.spec.get_or_insert_with(Default::default).replicas =
+            Some(i32::try_from(replicas).unwrap_or(i32::MAX));
+        let raw = d.encode_to_vec();
+        let obj = object::decode(encode_envelope(cur.gvk(), &raw)).map_err(decode_err)?;
+        let mut meta = obj.meta().clone();
+        if let Some(rv) = rv {
+            meta.resource_version = rv.into();
+        }
+        obj.with_meta(meta).map_err(decode_err)
+    }
+}
+
+fn patch_type(content_type: Option<&str>) -> Result<PatchType, ApiError> {
+    let ct = content_type.unwrap_or("");
+    PatchType::of(ct).ok_or_else(|| {
+        status(failure(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?}; server-side apply is not supported)"
+            ),
+        ))
+    })
+}
+
+/// The preconditions of a DELETE's `DeleteOptions` body (empty body: none).
+fn delete_options(body: &Bytes) -> Result<Preconditions, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Preconditions::default());
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| status(bad_request(format!("DeleteOptions do not decode: {e}"))))?;
+    let get = |k: &str| {
+        v.pointer(&format!("/preconditions/{k}"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    Ok(Preconditions {
+        uid: get("uid"),
+        resource_version: get("resourceVersion"),
+    })
+}
+
+fn method_not_allowed(method: &Method, enc: Encoding) -> Response<ResponseBody> {
+    error_response(
+        &failure(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        ),
+        enc,
+    )
+}
+
+/// A protobuf Namespace (what `kubectl create namespace` sends) as the JSON one it is.
+fn namespace_json(obj: &Object) -> Result<Object, ApiError> {
+    let bad = |e: String| {
+        status(bad_request(format!(
+            "the request body does not decode: {e}"
+        )))
+    };
+    let ns: k8s_pb::api::core::v1::Namespace = obj.decode().map_err(|e| bad(e.to_string()))?;
+    let meta: Value = serde_json::from_slice(
+        &super::transcode::meta_json(obj.meta()).map_err(|e| bad(e.to_string()))?,
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    let mut doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta});
+    if let Some(spec) = ns.spec {
+        doc["spec"] = json!({"finalizers": spec.finalizers});
+    }
+    if let Some(phase) = ns.status.and_then(|s| s.phase) {
+        doc["status"] = json!({"phase": phase});
+    }
+    object::decode(Bytes::from(doc.to_string())).map_err(|e| bad(e.to_string()))
+}
