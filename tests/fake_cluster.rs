@@ -336,3 +336,226 @@ fn the_control_endpoint_pauses_resumes_and_sets_the_rate_of_a_flood() {
     driver.abort();
     rt.block_on(server.shutdown());
 }
+
+/// A JSON simulator of Deployments holding nothing yet, for writes from JSON clients.
+fn json_deployments() -> SimServer {
+    let template = serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "template", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "template"}},
+            "template": {
+                "metadata": {"labels": {"app": "template"}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}]}
+            }
+        },
+        "status": {}
+    });
+    let obj = informer::object::decode(template.to_string().into()).unwrap();
+    SimServer::new(SimConfig::new(Templates::from_objects(vec![obj]).unwrap()).seed(5)).unwrap()
+}
+
+fn web(image: &str) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]}
+            }
+        },
+        "status": {"replicas": 9}
+    }))
+    .unwrap()
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> (u16, String) {
+    match r {
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Writes through kube-rs (JSON) with a real server's rules, each seen on a watch as the
+/// event a real server sends: create (status reset, generation 1; 409 AlreadyExists again),
+/// update (409 Conflict on a stale resourceVersion; status kept; generation + 1 on a spec
+/// change), the status subresource (generation kept), merge, strategic and JSON patches,
+/// scale, delete with preconditions.
+#[test]
+fn writes_follow_the_real_apis_rules_and_are_watch_events() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+    let rt = runtime();
+    let sim = json_deployments();
+    let server = rt.block_on(start(&sim));
+    rt.block_on(async {
+        let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let api: Api<Deployment> = Api::namespaced(client, "ns-1");
+        let pp = PostParams::default();
+        let start_rv = sim.resource_version();
+
+        let created = api.create(&pp, &web("web:1")).await.unwrap();
+        let m = &created.metadata;
+        assert_eq!(m.namespace.as_deref(), Some("ns-1"));
+        assert_eq!(m.generation, Some(1));
+        assert!(m.uid.as_deref().is_some_and(|u| u.len() == 36), "{m:?}");
+        assert!(m.creation_timestamp.is_some());
+        assert_eq!(
+            created.status.as_ref().and_then(|s| s.replicas),
+            None,
+            "status is reset on create"
+        );
+        let (c, msg) = code(api.create(&pp, &web("web:1")).await);
+        assert_eq!((c, msg.as_str()), (409, "deployments.apps \"web\" already exists"));
+
+        // Update: stale resourceVersion → Conflict; current → spec change bumps generation,
+        // the status in the body is ignored.
+        let mut stale = created.clone();
+        stale.metadata.resource_version = Some("1".into());
+        let (c, msg) = code(api.replace("web", &pp, &stale).await);
+        assert_eq!(c, 409);
+        assert!(msg.contains("the object has been modified"), "{msg}");
+        let mut next = web("web:2");
+        next.metadata.resource_version = created.metadata.resource_version.clone();
+        let updated = api.replace("web", &pp, &next).await.unwrap();
+        assert_eq!(updated.metadata.generation, Some(2));
+        assert_eq!(updated.metadata.uid, created.metadata.uid);
+        assert_eq!(updated.status.as_ref().and_then(|s| s.replicas), None);
+
+        // Status subresource: written; generation kept; spec changes in the body ignored.
+        let mut st = updated.clone();
+        st.status = Some(serde_json::from_value(serde_json::json!({"replicas": 2, "readyReplicas": 2, "observedGeneration": 2})).unwrap());
+        st.spec.replicas = Some(5);
+        let with_status = api.replace_status("web", &pp, &st).await.unwrap();
+        assert_eq!(with_status.status.as_ref().and_then(|s| s.ready_replicas), Some(2));
+        assert_eq!(with_status.spec.replicas, Some(2));
+        assert_eq!(with_status.metadata.generation, Some(2));
+
+        // Patches.
+        let merged = api
+            .patch("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"labels": {"tier": "front"}}})))
+            .await
+            .unwrap();
+        assert_eq!(merged.metadata.labels.as_ref().unwrap()["tier"], "front");
+        assert_eq!(merged.metadata.generation, Some(2), "metadata only");
+        let strategic = api
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Strategic(serde_json::json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:3"}]}}}})),
+            )
+            .await
+            .unwrap();
+        let spec = &strategic.spec;
+        let containers = &spec.template.spec.as_ref().unwrap().containers;
+        assert_eq!((containers.len(), containers[0].image.as_deref()), (1, Some("web:3")));
+        assert_eq!(strategic.metadata.generation, Some(3));
+        let failed: Result<Deployment, _> = api
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::<()>::Json(serde_json::from_value(serde_json::json!([{"op": "test", "path": "/spec/replicas", "value": 7}])).unwrap()),
+            )
+            .await;
+        assert_eq!(code(failed).0, 422);
+
+        // Scale.
+        let scale = api.get_scale("web").await.unwrap();
+        assert_eq!(scale.spec.as_ref().and_then(|s| s.replicas), Some(2));
+        assert_eq!(scale.status.as_ref().and_then(|s| s.selector.clone()).as_deref(), Some("app=web"));
+        let scaled = api
+            .patch_scale("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 4}})))
+            .await
+            .unwrap();
+        assert_eq!(scaled.spec.and_then(|s| s.replicas), Some(4));
+        let d = api.get("web").await.unwrap();
+        assert_eq!(d.spec.replicas, Some(4));
+        assert_eq!(d.metadata.generation, Some(4));
+
+        // Delete with preconditions.
+        let wrong = DeleteParams {
+            preconditions: Some(Preconditions { uid: Some("nope".into()), resource_version: None }),
+            ..Default::default()
+        };
+        assert_eq!(code(api.delete("web", &wrong).await).0, 409);
+        api.delete("web", &DeleteParams::default()).await.unwrap();
+        assert_eq!(code(api.get("web").await).0, 404);
+        assert_eq!(code(api.delete("web", &DeleteParams::default()).await).0, 404);
+
+        // Every successful write was one watch event, in order, at consecutive versions.
+        let lw = HttpListerWatcher::new(
+            ClientOptions { server: Some(server.url()), ..Default::default() }.client().await.unwrap(),
+            ApiResource::new("apps", "v1", "deployments", "Deployment"),
+        );
+        let mut w = lw
+            .watch(&WatchOptions { resource_version: start_rv.to_string(), ..Default::default() })
+            .await
+            .unwrap();
+        let mut dec = WatchDecoder::new(WatchFormat::Json, 1 << 24);
+        let mut seen = Vec::new();
+        while seen.len() < 7 {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), w.body.next_chunk()).await.unwrap().unwrap().unwrap();
+            dec.push(chunk);
+            while let Ok(Some(ev)) = dec.next_event() {
+                if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) = &ev {
+                    seen.push((ev.event_type().as_str().to_owned(), o.resource_version().to_owned()));
+                }
+            }
+        }
+        let types: Vec<&str> = seen.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(
+            types,
+            ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
+        );
+        let rvs: Vec<u64> = seen.iter().map(|(_, rv)| rv.parse().unwrap()).collect();
+        assert_eq!(rvs, (start_rv + 1..=start_rv + 7).collect::<Vec<_>>());
+    });
+    rt.block_on(server.shutdown());
+}
+
+/// A protobuf server (the default) takes JSON writes that change metadata only, as `kubectl
+/// label` and `annotate` send them, and refuses others with 415 and the reason.
+#[test]
+fn a_protobuf_server_takes_metadata_writes_in_json() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams};
+    let rt = runtime();
+    let sim = support::sim("head", |c| c.initial_objects(5).target_objects(5));
+    let server = rt.block_on(support::start(&sim));
+    let key = sim.truth().objects.keys().next().unwrap().clone();
+    rt.block_on(async {
+        let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let api: Api<Pod> = Api::namespaced(client, key.namespace());
+        let labelled = api
+            .patch(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}}})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(labelled.metadata.labels.as_ref().unwrap()["team"], "a");
+        // Stored as protobuf: what protobuf clients read.
+        let stored = sim.get(&key).unwrap();
+        assert_eq!(stored.encoding(), informer::object::Encoding::Protobuf);
+        assert_eq!(label(&stored, "team"), "a");
+        assert_eq!(stored.meta().annotations.get("note").map(|v| &**v), Some("x"));
+        let spec: Result<Pod, _> = api
+            .patch(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"nodeName": "elsewhere"}})),
+            )
+            .await;
+        let (c, msg) = code(spec);
+        assert_eq!(c, 415);
+        assert!(msg.contains("--format json"), "{msg}");
+    });
+    rt.block_on(server.shutdown());
+}

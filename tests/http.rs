@@ -772,7 +772,10 @@ fn one_server_serves_the_resources_of_several_simulators() {
                 .map(|r| r["name"].as_str().unwrap().to_owned())
                 .collect()
         };
-        assert_eq!(names(get("/api/v1").await), ["pods", "namespaces", "events"]);
+        assert_eq!(
+            names(get("/api/v1").await),
+            ["pods", "namespaces", "events"]
+        );
         assert_eq!(names(get("/apis/apps/v1").await), ["deployments"]);
         let groups = get("/apis").await;
         assert_eq!(groups["groups"][0]["name"], "apps");
