@@ -337,26 +337,6 @@ fn the_control_endpoint_pauses_resumes_and_sets_the_rate_of_a_flood() {
     rt.block_on(server.shutdown());
 }
 
-/// A JSON simulator of Deployments holding nothing yet, for writes from JSON clients.
-fn json_deployments() -> SimServer {
-    let template = serde_json::json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "template", "namespace": "default"},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "template"}},
-            "template": {
-                "metadata": {"labels": {"app": "template"}},
-                "spec": {"containers": [{"name": "app", "image": "app:1"}]}
-            }
-        },
-        "status": {}
-    });
-    let obj = informer::object::decode(template.to_string().into()).unwrap();
-    SimServer::new(SimConfig::new(Templates::from_objects(vec![obj]).unwrap()).seed(5)).unwrap()
-}
-
 fn web(image: &str) -> k8s_openapi::api::apps::v1::Deployment {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1",
@@ -392,7 +372,7 @@ fn writes_follow_the_real_apis_rules_and_are_watch_events() {
     use k8s_openapi::api::apps::v1::Deployment;
     use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
     let rt = runtime();
-    let sim = json_deployments();
+    let sim = support::json_deployments();
     let server = rt.block_on(start(&sim));
     rt.block_on(async {
         let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();

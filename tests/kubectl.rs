@@ -143,3 +143,196 @@ fn kubectl_watch_prints_events_as_they_happen() {
     std::fs::remove_file(&kc).ok();
     rt.block_on(server.shutdown());
 }
+
+/// Runs kubectl with `args`; its stdout, or a panic with stderr when it fails.
+fn run(kubectl: &std::path::Path, url: &str, kc: &std::path::Path, args: &[&str]) -> String {
+    let out = command(kubectl, url, kc).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl get` prints the columns it prints against a real cluster (the server answers
+/// its Table requests), including `-o wide`, for pods, namespaces and events.
+#[test]
+fn kubectl_get_prints_the_table_columns() {
+    let Some(kubectl) = kubectl() else { return };
+    let rt = runtime();
+    let sim = sim("head", |c| c.initial_objects(30).target_objects(30));
+    let server = rt.block_on(start(&sim));
+    let kc = empty_kubeconfig("table");
+    let url = server.url();
+    let out = run(
+        &kubectl,
+        &url,
+        &kc,
+        &["get", "pods", "-A", "--chunk-size=7"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert_eq!(lines.len(), 31, "{out}");
+    let wide = run(&kubectl, &url, &kc, &["get", "pods", "-A", "-o", "wide"]);
+    assert!(
+        wide.lines().next().unwrap().contains("NOMINATED NODE"),
+        "{wide}"
+    );
+    let (key, _) = sim.truth().objects.into_iter().next().unwrap();
+    let one = run(
+        &kubectl,
+        &url,
+        &kc,
+        &["get", "pod", "-n", key.namespace(), key.name()],
+    );
+    assert!(one.lines().nth(1).unwrap().starts_with(key.name()), "{one}");
+    let ns = run(&kubectl, &url, &kc, &["get", "namespaces"]);
+    assert!(ns.starts_with("NAME") && ns.contains("STATUS") && ns.contains("kube-system"));
+    assert!(ns.contains("\nns-0 "), "{ns}");
+    std::fs::remove_file(&kc).ok();
+    rt.block_on(server.shutdown());
+}
+
+const WEB: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: ns-1
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: IMAGE
+";
+
+/// kubectl writes to a JSON server as to a cluster: `apply` creates then updates (a new
+/// generation), `label`, `patch` and `scale` change the object, `rollout status` waits until
+/// the status (written here as a controller would, through the status subresource) shows the
+/// rollout done, `describe` shows spec and status, `delete` removes it.
+#[test]
+fn kubectl_apply_patch_scale_rollout_status_describe_and_delete() {
+    let Some(kubectl) = kubectl() else { return };
+    let rt = runtime();
+    let sim = support::json_deployments();
+    let server = rt.block_on(start(&sim));
+    let kc = empty_kubeconfig("write");
+    let url = server.url();
+    let dir = std::env::temp_dir().join(format!("informer-kubectl-apply-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifest = dir.join("web.yaml");
+    let k = |args: &[&str]| run(&kubectl, &url, &kc, args);
+    let m = manifest.to_str().unwrap();
+    // No OpenAPI documents are served: client-side validation is off.
+    std::fs::write(&manifest, WEB.replace("IMAGE", "web:1")).unwrap();
+    assert!(k(&["apply", "--validate=false", "-f", m]).contains("created"));
+    std::fs::write(&manifest, WEB.replace("IMAGE", "web:2")).unwrap();
+    assert!(k(&["apply", "--validate=false", "-f", m]).contains("configured"));
+    let jp = |path: &str| {
+        k(&[
+            "get",
+            "deploy",
+            "-n",
+            "ns-1",
+            "web",
+            "-o",
+            &format!("jsonpath={{{path}}}"),
+        ])
+    };
+    assert_eq!(jp(".spec.template.spec.containers[0].image"), "web:2");
+    assert_eq!(jp(".metadata.generation"), "2");
+    k(&["label", "deploy", "-n", "ns-1", "web", "tier=front"]);
+    assert_eq!(jp(".metadata.labels.tier"), "front");
+    k(&[
+        "patch",
+        "deploy",
+        "-n",
+        "ns-1",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/minReadySeconds","value":5}]"#,
+    ]);
+    k(&["scale", "deploy", "-n", "ns-1", "web", "--replicas=3"]);
+    assert_eq!(jp(".spec.replicas"), "3");
+    let generation = jp(".metadata.generation");
+    assert_eq!(generation, "4");
+
+    // rollout status waits for the controller's status.
+    let mut waiting = command(&kubectl, &url, &kc)
+        .args([
+            "rollout",
+            "status",
+            "deploy/web",
+            "-n",
+            "ns-1",
+            "--timeout=30s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "finished before the status was written"
+    );
+    let status = format!(
+        r#"{{"status":{{"observedGeneration":{generation},"replicas":3,"updatedReplicas":3,"readyReplicas":3,"availableReplicas":3}}}}"#
+    );
+    k(&[
+        "patch",
+        "deploy",
+        "-n",
+        "ns-1",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status,
+    ]);
+    let done = waiting.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        done.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(text.contains("successfully rolled out"), "{text}");
+
+    let described = k(&["describe", "deploy", "-n", "ns-1", "web"]);
+    for want in [
+        "Selector:",
+        "app=web",
+        "3 desired | 3 updated | 3 total | 3 available",
+        "web:2",
+    ] {
+        assert!(described.contains(want), "{want:?} in {described}");
+    }
+    assert!(k(&["delete", "deploy", "-n", "ns-1", "web"]).contains("deleted"));
+    let gone = command(&kubectl, &url, &kc)
+        .args(["get", "deploy", "-n", "ns-1", "web"])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&gone.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_file(&kc).ok();
+    rt.block_on(server.shutdown());
+}

@@ -17,6 +17,7 @@ mod request;
 mod response;
 mod router;
 mod stats;
+mod table;
 mod transcode;
 mod watch;
 mod write;

@@ -68,6 +68,31 @@ pub(crate) fn negotiate(
 /// plain type (or nothing producible) comes first. Both kinds are accepted on lists and
 /// watches alike. Every object has a metadata-only form in either encoding.
 pub(crate) fn partial_metadata(accept: Option<&str>) -> Option<Encoding> {
+    match conversion(accept) {
+        Some((Conversion::PartialMetadata, enc)) => Some(enc),
+        _ => None,
+    }
+}
+
+/// Whether the client's most preferred media range asks for a `Table` (`as=Table`,
+/// `g=meta.k8s.io`, `v=v1` or `v1beta1`) in JSON, as kubectl's `get` does.
+pub(crate) fn table(accept: Option<&str>) -> bool {
+    matches!(
+        conversion(accept),
+        Some((Conversion::Table, Encoding::Json))
+    )
+}
+
+/// A conversion a client asks of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Conversion {
+    PartialMetadata,
+    Table,
+}
+
+/// The conversion of the client's most preferred media range that this server can produce,
+/// with its encoding; `None` when a plain type (or nothing producible) comes first.
+fn conversion(accept: Option<&str>) -> Option<(Conversion, Encoding)> {
     /// One media range: preference, position, type, and its `as`, `g` and `v` parameters.
     struct Range<'a> {
         q: f32,
@@ -109,17 +134,23 @@ pub(crate) fn partial_metadata(accept: Option<&str>) -> Option<Encoding> {
             "application/json" => Some(Encoding::Json),
             _ => None,
         };
-        let partial = matches!(
-            r.conversion,
-            Some("PartialObjectMetadata" | "PartialObjectMetadataList")
-        ) && r.group == Some("meta.k8s.io")
-            && matches!(r.version, Some("v1" | "v1beta1"));
-        match r.conversion {
-            Some(_) if partial && enc.is_some() => return enc,
-            // Other conversions (Table, ...) are skipped, as `negotiate` does.
-            Some(_) => {}
-            None if enc.is_some() || matches!(r.mime, "*/*" | "application/*") => return None,
-            None => {}
+        let meta_group =
+            r.group == Some("meta.k8s.io") && matches!(r.version, Some("v1" | "v1beta1"));
+        let known = match r.conversion {
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList") if meta_group => {
+                Some(Conversion::PartialMetadata)
+            }
+            Some("Table") if meta_group && enc == Some(Encoding::Json) => Some(Conversion::Table),
+            _ => None,
+        };
+        match (r.conversion, known, enc) {
+            (Some(_), Some(c), Some(enc)) => return Some((c, enc)),
+            // Other conversions are skipped, as `negotiate` does.
+            (Some(_), _, _) => {}
+            (None, _, _) if enc.is_some() || matches!(r.mime, "*/*" | "application/*") => {
+                return None;
+            }
+            (None, _, _) => {}
         }
     }
     None
@@ -139,6 +170,11 @@ mod tests {
         let json = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
         assert_eq!(partial_metadata(Some(json)), Some(Json));
         assert_eq!(partial_metadata(Some(KUBECTL_TABLE)), None);
+        assert!(table(Some(KUBECTL_TABLE)));
+        assert!(!table(Some("application/json")));
+        assert!(!table(Some(
+            "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json"
+        )));
         assert_eq!(partial_metadata(Some("application/json")), None);
         assert_eq!(partial_metadata(None), None);
         let wrong_group = "application/json;as=PartialObjectMetadata;g=example.com;v=v1";

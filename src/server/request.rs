@@ -9,12 +9,12 @@ use http::{Method, Response, StatusCode};
 
 use super::api::Api;
 use super::filter::Filter;
-use super::negotiate::partial_metadata;
+use super::negotiate::{partial_metadata, table};
 use super::response::{
     ResponseBody, api_error_response, content_type, error_response, not_found, response,
 };
 use crate::object::Encoding;
-use crate::reflector::{ListOptions, WatchOptions};
+use crate::reflector::{ApiError, ListOptions, WatchOptions};
 use crate::sim::status::{bad_request, failure};
 
 /// The resource part of a path.
@@ -179,7 +179,18 @@ impl Api {
             };
             return self.watch(opts, filter, enc, meta_only).await;
         }
+        // kubectl's `get` asks for a Table first (JSON only here).
+        let as_table = table(accept) && self.encoding(Some("application/json")).is_ok();
         if let Some(name) = target.name {
+            if as_table {
+                let key = crate::object::ObjectKey::new(target.namespace.unwrap_or(""), name);
+                if let Some(obj) = self.sim.get(&key) {
+                    return match self.table(&[&obj], obj.resource_version(), "", None) {
+                        Ok(b) => response(StatusCode::OK, content_type(Encoding::Json), b),
+                        Err(e) => api_error_response(e, Encoding::Json),
+                    };
+                }
+            }
             return self.get(target.namespace, name, enc, meta_only);
         }
         let limit = match q("limit").filter(|l| !l.is_empty()).map(str::parse::<u32>) {
@@ -198,11 +209,26 @@ impl Api {
             field_selector: None,
         };
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        let enc = if as_table { Encoding::Json } else { enc };
         let page = if filter.is_empty() {
             self.list_page(&opts, enc, meta_only).await
         } else {
             self.filtered_list_page(&opts, &filter, enc, meta_only)
                 .await
+        };
+        let page = match page {
+            Ok(body) if as_table => crate::object::decode_list(body)
+                .map_err(ApiError::from)
+                .and_then(|l| {
+                    let items: Vec<&crate::object::Object> = l.items.iter().collect();
+                    self.table(
+                        &items,
+                        &l.resource_version,
+                        &l.continue_token,
+                        l.remaining_item_count,
+                    )
+                }),
+            other => other,
         };
         match page {
             Ok(body) => response(StatusCode::OK, content_type(enc), body),

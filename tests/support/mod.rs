@@ -117,3 +117,23 @@ pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A JSON simulator of Deployments holding nothing yet, for writes from JSON clients.
+pub fn json_deployments() -> SimServer {
+    let template = serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "template", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "template"}},
+            "template": {
+                "metadata": {"labels": {"app": "template"}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}]}
+            }
+        },
+        "status": {}
+    });
+    let obj = object::decode(template.to_string().into()).unwrap();
+    SimServer::new(SimConfig::new(Templates::from_objects(vec![obj]).unwrap()).seed(5)).unwrap()
+}
