@@ -12,17 +12,21 @@
 //! - by default, over HTTP from the simulated API server of `informer serve`, started here on
 //!   a loopback port with the Deployments and Pods of one simulated cluster (what
 //!   `informer serve --template deployments --template pod-states` serves), flooded while
-//!   the controller runs; at the end the controller waits until its caches hold the
-//!   simulators' last change, drains its queue and checks every Deployment's status against
-//!   the simulators' truth (exit code 1 if one differs);
+//!   the controller runs, which writes each Deployment's status back through the API
+//!   (`PUT .../deployments/NAME/status`, protobuf, as the deployment controller does); at the
+//!   end it waits until its caches hold the servers' last change, drains its queue and checks
+//!   every Deployment's status, computed and as written to the server, against the
+//!   simulators' truth (exit code 1 if one differs);
 //! - `--server URL`: a running `informer serve --template deployments --template pod-states`
 //!   (or any API server reachable without credentials, e.g. `kubectl proxy`);
-//! - `--kubeconfig PATH` (and `--context`): a real cluster, read-only (list and watch); at
-//!   the end the controller lists Deployments and Pods afresh and waits (up to
+//! - `--kubeconfig PATH` (and `--context`): a real cluster, read-only (list and watch;
+//!   `--write-status` writes statuses, which a real cluster's deployment controller owns);
+//!   at the end the controller lists Deployments and Pods afresh and waits (up to
 //!   `--sync-timeout`) until its caches hold exactly those versions before it drains, so the
 //!   summary describes the cluster as it was at the stop (on a busy cluster they may never
 //!   match: the summary then says by how many objects they differ);
-//! - `--in-process`: the two simulators without HTTP, verified as by default.
+//! - `--in-process`: the two simulators without HTTP (statuses written to them directly),
+//!   verified as by default.
 //!
 //! Run: `cargo run --release --example controller -- --duration 10`
 //! (`--help` for the rest).
@@ -52,7 +56,10 @@ use informer::workqueue::{QueueMetrics, WorkQueue};
 use k8s_pb::api::apps::v1::Deployment;
 use k8s_pb::api::core::v1::Pod;
 
-use hpa::{Controller, deployment_of, http_lister_watchers};
+use hpa::{
+    Controller, StatusWriter, deployment_of, http_lister_watchers, http_status_writer,
+    sim_status_writer,
+};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -115,6 +122,11 @@ struct Args {
     /// Simulator: seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write each Deployment's status through the API (`PUT .../status`) against `--server`
+    /// or `--kubeconfig` too (always done with the simulators; a real cluster's deployment
+    /// controller owns that status, so this is off there by default).
+    #[arg(long)]
+    write_status: bool,
 }
 
 fn main() -> ExitCode {
@@ -163,7 +175,10 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
             SharedInformerFactory::new(http_lister_watchers(client.clone())),
             args,
         );
-        return control(args, factory, Source::Cluster(&client)).await;
+        let writer = args
+            .write_status
+            .then(|| http_status_writer(client.clone(), tokio::runtime::Handle::current()));
+        return control(args, factory, Source::Cluster(&client), writer).await;
     }
 
     let sims = Sims::new(args)?;
@@ -185,7 +200,14 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
                 }
             });
         println!("watching it in process (no HTTP)");
-        return control(args, with_namespace(factory, args), Source::Sims(&sims)).await;
+        let writer = sim_status_writer(sims.deployments.clone());
+        return control(
+            args,
+            with_namespace(factory, args),
+            Source::Sims(&sims),
+            Some(writer),
+        )
+        .await;
     }
     // The simulated API server `informer serve` runs, on a loopback port.
     let server = serve_many(
@@ -203,11 +225,12 @@ async fn run(args: &Args) -> Result<bool, Box<dyn Error>> {
     }
     .client()
     .await?;
+    let writer = http_status_writer(client.clone(), tokio::runtime::Handle::current());
     let factory = with_namespace(
         SharedInformerFactory::new(http_lister_watchers(client)),
         args,
     );
-    let verified = control(args, factory, Source::Sims(&sims)).await;
+    let verified = control(args, factory, Source::Sims(&sims), Some(writer)).await;
     server.shutdown().await;
     verified
 }
@@ -282,7 +305,8 @@ impl Sims {
 enum Source<'a> {
     /// The simulators, flooded while the controller runs and checked at the end.
     Sims(&'a Sims),
-    /// A real cluster (or any API server) through this client: read, never written.
+    /// A real cluster (or any API server) through this client: read; written only with
+    /// `--write-status`.
     Cluster(&'a kube::Client),
 }
 
@@ -293,6 +317,7 @@ async fn control<L, F>(
     args: &Args,
     factory: SharedInformerFactory<L, F>,
     source: Source<'_>,
+    writer: Option<StatusWriter>,
 ) -> Result<bool, Box<dyn Error>>
 where
     L: ListerWatcher,
@@ -306,6 +331,10 @@ where
         .metrics(&metrics)
         .build();
     let controller = Controller::new(&factory, queue)?;
+    let writes = writer.is_some();
+    if let Some(w) = writer {
+        controller.set_status_writer(w);
+    }
     let d_informer = factory.informer::<Deployment>().informer().clone();
     let p_informer = factory.informer::<Pod>().informer().clone();
 
@@ -371,11 +400,32 @@ where
 
     // With simulators: let the caches and handlers catch up with the last change first, so
     // the drained result can be checked against the truth.
+    // The controller's own status writes are changes too: wait again while they move the
+    // Deployments on, until the queue is idle at the servers' last change.
     if let Some(s) = sims {
-        let (d_rv, p_rv) = (s.deployments.resource_version(), s.pods.resource_version());
         let wait = Duration::from_secs(60);
-        tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
-        tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
+        loop {
+            let (d_rv, p_rv) = (s.deployments.resource_version(), s.pods.resource_version());
+            tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
+            tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
+            tokio::task::block_in_place(|| {
+                d_informer.flush();
+                p_informer.flush();
+            });
+            tokio::time::timeout(wait, async {
+                loop {
+                    let q = controller.queue().stats();
+                    if (q.depth, q.in_flight, q.delayed) == (0, 0, 0) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await?;
+            if (s.deployments.resource_version(), s.pods.resource_version()) == (d_rv, p_rv) {
+                break;
+            }
+        }
     }
     // Against a cluster: let the caches reach what a fresh list says first.
     if let Source::Cluster(client) = source {
@@ -401,11 +451,21 @@ where
             if let Some(ns) = &args.namespace {
                 expected.retain(|k, _| k.namespace() == ns);
             }
-            match truth::diff(&expected, &controller.statuses()) {
+            let written = if writes {
+                truth::written_diff(&expected, &s.deployments.truth())?
+            } else {
+                None
+            };
+            match truth::diff(&expected, &controller.statuses()).or(written) {
                 None => {
                     println!(
-                        "verified: all {} deployment statuses equal the simulators' truth",
-                        expected.len()
+                        "verified: all {} deployment statuses equal the simulators' truth{}",
+                        expected.len(),
+                        if writes {
+                            ", in the controller and as written to the server"
+                        } else {
+                            ""
+                        }
                     );
                     true
                 }
@@ -601,10 +661,11 @@ fn print_summary<L: ListerWatcher>(
         l(&s.deployment_events) as f64 / secs
     );
     println!(
-        "  reconciles   {} ({:.0}/s; {} gone), errors {}, dropped {}, worker panics {}",
+        "  reconciles   {} ({:.0}/s; {} gone; {} status writes), errors {}, dropped {}, worker panics {}",
         l(&s.reconciles),
         l(&s.reconciles) as f64 / secs,
         l(&s.gone),
+        l(&s.status_writes),
         l(&s.errors),
         l(&s.dropped),
         panicked

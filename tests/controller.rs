@@ -98,6 +98,7 @@ async fn run(
     let floods = (deployment_events, pod_events);
     match transport {
         Transport::InProcess => {
+            let writer = hpa::sim_status_writer(deployments.clone());
             let factory =
                 SharedInformerFactory::new(move |gvr: &GroupVersionResource, _ns: Option<&str>| {
                     if gvr.resource == "deployments" {
@@ -107,7 +108,7 @@ async fn run(
                     }
                 })
                 .informer_config(config);
-            run_on(factory, sims, workers, floods, arm).await
+            run_on(factory, sims, workers, floods, arm, writer).await
         }
         Transport::Http => {
             let served = vec![
@@ -124,9 +125,10 @@ async fn run(
             .client()
             .await
             .unwrap();
+            let writer = hpa::http_status_writer(client.clone(), tokio::runtime::Handle::current());
             let factory =
                 SharedInformerFactory::new(http_lister_watchers(client)).informer_config(config);
-            let r = run_on(factory, sims, workers, floods, arm).await;
+            let r = run_on(factory, sims, workers, floods, arm, writer).await;
             let stats = server.stats();
             // Both resources were listed and watched through the server.
             assert!(stats.lists.load(Ordering::Relaxed) >= 2);
@@ -144,9 +146,11 @@ async fn run_on<L: ListerWatcher, F: MakeListerWatcher<L>>(
     workers: usize,
     (deployment_events, pod_events): (u64, u64),
     arm: impl FnOnce(&SimServer, &SimServer),
+    writer: hpa::StatusWriter,
 ) -> Run {
     let queue = WorkQueue::builder().name("hpa").build();
     let controller = Controller::new(&factory, queue.clone()).unwrap();
+    controller.set_status_writer(writer);
     factory.start(&tokio::runtime::Handle::current());
     factory
         .wait_for_cache_sync(Duration::from_secs(60))
@@ -162,22 +166,43 @@ async fn run_on<L: ListerWatcher, F: MakeListerWatcher<L>>(
     let d_informer = factory.informer::<Deployment>().informer().clone();
     let p_informer = factory.informer::<Pod>().informer().clone();
     let wait = Duration::from_secs(60);
-    tokio::time::timeout(wait, d_informer.store().wait_for(d_rv))
+    // Settle: the caches reach the servers' last change (the flood's, then the controller's
+    // own status writes), every handler has handled it, the queue is idle; again as long as
+    // the controller's writes moved the Deployments on.
+    let (mut d_rv, mut p_rv) = (d_rv, p_rv);
+    loop {
+        tokio::time::timeout(wait, d_informer.store().wait_for(d_rv))
+            .await
+            .expect("deployment cache caught up")
+            .unwrap();
+        tokio::time::timeout(wait, p_informer.store().wait_for(p_rv))
+            .await
+            .expect("pod cache caught up")
+            .unwrap();
+        // Every handler has handled every change: every key is queued or done.
+        let (di, pi) = (d_informer.clone(), p_informer.clone());
+        tokio::task::spawn_blocking(move || {
+            di.flush();
+            pi.flush();
+        })
         .await
-        .expect("deployment cache caught up")
         .unwrap();
-    tokio::time::timeout(wait, p_informer.store().wait_for(p_rv))
-        .await
-        .expect("pod cache caught up")
-        .unwrap();
-    // Every handler has handled every change: every key is queued or done.
-    let (di, pi) = (d_informer.clone(), p_informer.clone());
-    tokio::task::spawn_blocking(move || {
-        di.flush();
-        pi.flush();
-    })
-    .await
-    .unwrap();
+        let idle = tokio::time::timeout(wait, async {
+            loop {
+                let q = controller.queue().stats();
+                if (q.depth, q.in_flight, q.delayed) == (0, 0, 0) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        idle.await.expect("the queue went idle");
+        let now = (deployments.resource_version(), pods.resource_version());
+        if now == (d_rv, p_rv) {
+            break;
+        }
+        (d_rv, p_rv) = now;
+    }
     assert!(controller.handlers_synced());
     controller.queue().shutdown_with_drain_async().await;
     let panicked = tokio::task::spawn_blocking(move || workers.join())
@@ -193,6 +218,10 @@ async fn run_on<L: ListerWatcher, F: MakeListerWatcher<L>>(
     );
     if let Some(d) = truth::diff(&expected, &controller.statuses()) {
         panic!("controller statuses differ from the truth: {d}");
+    }
+    // And every Deployment on the server carries the status the controller wrote.
+    if let Some(d) = truth::written_diff(&expected, &deployments.truth()).unwrap() {
+        panic!("written statuses differ from the truth: {d}");
     }
     let relists = p_informer
         .reflector_metrics()

@@ -12,7 +12,11 @@
 //! them are ready (the `Ready` condition is `True`, as `podutil.IsPodReady`), tagged with the
 //! Deployment's `metadata.generation` it was computed from. (The HPA gets its selector from the
 //! scale subresource and its load from the metrics API; neither exists here, so it stops at the
-//! counts.) Results are kept in memory ([`Controller::statuses`]); nothing is written back.
+//! counts.) Results are kept in memory ([`Controller::statuses`]) and, with a
+//! [`StatusWriter`], written to the Deployment's `status` subresource as the deployment
+//! controller keeps it (`observedGeneration`, `replicas`, `updatedReplicas`, `readyReplicas`,
+//! `availableReplicas`, `unavailableReplicas`, an `Available` condition), only when it
+//! changed, so a write's own watch event does not cause another write.
 //!
 //! # Pods to Deployments
 //!
@@ -49,7 +53,7 @@ use informer::reflector::ListerWatcher;
 use informer::store::{IndexFunc, IndexValues, StoreError, index_func};
 use informer::workqueue::{ShutDown, WorkQueue};
 use informer::{HandlerOptions, Registration, TypedIndexError, TypedLister};
-use k8s_pb::api::apps::v1::Deployment;
+use k8s_pb::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use k8s_pb::api::core::v1::Pod;
 
 /// Name of the Pod index whose values are `namespace/deployment` ([`deployment_index_func`]).
@@ -106,6 +110,110 @@ pub(crate) fn http_lister_watchers(
     }
 }
 
+/// Writes a Deployment (with its new status) to the API server's `status` subresource.
+/// The error is the server's message; the key is then retried.
+#[derive(Clone)]
+pub(crate) struct StatusWriter(
+    pub(crate) Arc<dyn Fn(&Deployment) -> Result<(), String> + Send + Sync>,
+);
+
+impl std::fmt::Debug for StatusWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StatusWriter")
+    }
+}
+
+/// A [`StatusWriter`] over HTTP: `PUT .../deployments/NAME/status` with a protobuf body
+/// (what client-go's typed clients send), from the worker threads through `runtime`.
+pub(crate) fn http_status_writer(
+    client: kube::Client,
+    runtime: tokio::runtime::Handle,
+) -> StatusWriter {
+    StatusWriter(Arc::new(move |d: &Deployment| {
+        let meta = d.metadata.clone().unwrap_or_default();
+        let (ns, name) = (
+            meta.namespace.unwrap_or_default(),
+            meta.name.unwrap_or_default(),
+        );
+        let body = protobuf_deployment(d).to_vec();
+        let req = http::Request::put(format!(
+            "/apis/apps/v1/namespaces/{ns}/deployments/{name}/status"
+        ))
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .header(
+            "accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )
+        .body(body)
+        .map_err(|e| e.to_string())?;
+        // Only the answer's code matters here (its body is the stored object, or a Status, in
+        // protobuf). A Deployment deleted (404) or deleted and created again (409: the write
+        // carries the cached uid, and is unconditional otherwise) since the cache read is no
+        // failure: the events that follow enqueue it again.
+        let code = runtime
+            .block_on(client.send(req.map(kube::client::Body::from)))
+            .map_err(|e| e.to_string())?
+            .status();
+        match code.as_u16() {
+            200..=299 | 404 | 409 => Ok(()),
+            other => Err(format!("HTTP {other}")),
+        }
+    }))
+}
+
+/// A [`StatusWriter`] to a simulator of Deployments in this process (its status
+/// subresource, as over HTTP).
+pub(crate) fn sim_status_writer(sim: informer::sim::SimServer) -> StatusWriter {
+    StatusWriter(Arc::new(move |d: &Deployment| {
+        let obj = informer::object::decode(protobuf_deployment(d)).map_err(|e| e.to_string())?;
+        match sim.replace_object(&obj.key(), &obj, informer::sim::WriteTarget::Status) {
+            Ok(_) => Ok(()),
+            // As over HTTP: gone or replaced since the cache read.
+            Err(informer::reflector::ApiError::Status(s)) if s.code == 404 || s.code == 409 => {
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }))
+}
+
+/// A Deployment as a protobuf object body (`k8s\0` envelope).
+pub(crate) fn protobuf_deployment(d: &Deployment) -> bytes::Bytes {
+    use prost::Message as _;
+    let gvk = informer::object::GroupVersionKind::new("apps", "v1", "Deployment");
+    informer::object::encode_envelope(&gvk, &d.encode_to_vec())
+}
+
+/// The status the deployment controller would write for `s` (no times in the condition, so
+/// that an unchanged status compares equal).
+pub(crate) fn deployment_status(s: &ScaleStatus) -> DeploymentStatus {
+    let (pods, ready) = (s.pods as i32, s.ready as i32);
+    let available = ready >= s.desired;
+    DeploymentStatus {
+        observed_generation: Some(s.generation),
+        replicas: Some(pods),
+        updated_replicas: Some(pods),
+        ready_replicas: Some(ready),
+        available_replicas: Some(ready),
+        unavailable_replicas: Some((s.desired - ready).max(0)),
+        conditions: vec![DeploymentCondition {
+            r#type: Some("Available".into()),
+            status: Some(if available { "True" } else { "False" }.into()),
+            reason: Some(
+                if available {
+                    "MinimumReplicasAvailable"
+                } else {
+                    "MinimumReplicasUnavailable"
+                }
+                .into(),
+            ),
+            message: Some(format!("{ready} of {} replicas ready", s.desired)),
+            ..DeploymentCondition::default()
+        }],
+        ..DeploymentStatus::default()
+    }
+}
+
 /// Whether the Pod's `Ready` condition is `True` (Kubernetes `podutil.IsPodReady`).
 pub(crate) fn is_pod_ready(pod: &Pod) -> bool {
     pod.status.as_ref().is_some_and(|s| {
@@ -139,6 +247,14 @@ pub(crate) enum ReconcileError {
         /// Why.
         #[source]
         source: DecodeError,
+    },
+    /// The status could not be written.
+    #[error("writing the status of deployment {key}: {message}")]
+    Write {
+        /// The Deployment's key.
+        key: ObjectKey,
+        /// The server's answer.
+        message: String,
     },
     /// The Deployment's Pods could not be read.
     #[error("pods of deployment {key}: {source}")]
@@ -185,6 +301,8 @@ pub(crate) struct ControllerStats {
     pub(crate) unowned_pod_events: AtomicU64,
     /// Pod deletions learnt from a relist (tombstones: the watch missed the DELETED event).
     pub(crate) pod_tombstones: AtomicU64,
+    /// Status writes that succeeded.
+    pub(crate) status_writes: AtomicU64,
     /// Keys reconciled successfully.
     pub(crate) reconciles: AtomicU64,
     /// Of those, keys with no Deployment in the cache: deleted ones, and those an orphan Pod
@@ -205,6 +323,7 @@ pub(crate) struct Controller {
     statuses: Mutex<HashMap<ObjectKey, ScaleStatus>>,
     stats: Arc<ControllerStats>,
     registrations: Mutex<Vec<Registration>>,
+    writer: Mutex<Option<StatusWriter>>,
 }
 
 impl Controller {
@@ -230,6 +349,7 @@ impl Controller {
             statuses: Mutex::new(HashMap::new()),
             stats: Arc::default(),
             registrations: Mutex::new(Vec::new()),
+            writer: Mutex::new(None),
         });
 
         let (queue, stats) = (controller.queue.clone(), controller.stats.clone());
@@ -284,6 +404,12 @@ impl Controller {
             .unwrap_or_else(PoisonError::into_inner)
             .extend([d, p]);
         Ok(controller)
+    }
+
+    /// Makes reconciles write the statuses they compute through `writer` (before the
+    /// workers start).
+    pub(crate) fn set_status_writer(&self, writer: StatusWriter) {
+        *self.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
     }
 
     /// Whether every handler has handled its informer's initial list.
@@ -356,6 +482,28 @@ impl Controller {
             pods: pods.len() as u32,
             ready: pods.iter().filter(|p| is_pod_ready(p)).count() as u32,
         };
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(write) = writer {
+            let want = deployment_status(&status);
+            if deployment.status.as_ref() != Some(&want) {
+                let mut d = Deployment::clone(&deployment);
+                d.status = Some(want);
+                // The controller owns this status: an unconditional update (no
+                // resourceVersion), so a flood's concurrent spec change does not make it retry.
+                if let Some(m) = d.metadata.as_mut() {
+                    m.resource_version = None;
+                }
+                (write.0)(&d).map_err(|message| ReconcileError::Write {
+                    key: key.clone(),
+                    message,
+                })?;
+                self.stats.status_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         self.statuses
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -56,6 +56,44 @@ pub(crate) fn expected(
     Ok(out)
 }
 
+/// `None` when every Deployment of `deployments` carries, in its `status`, the counts of
+/// `expected` (as the controller writes them: `observedGeneration`, `replicas`,
+/// `readyReplicas`); otherwise how many differ, with up to three examples.
+///
+/// # Errors
+/// When a Deployment does not decode.
+pub(crate) fn written_diff(
+    expected: &BTreeMap<ObjectKey, ScaleStatus>,
+    deployments: &Truth,
+) -> Result<Option<String>, DecodeError> {
+    let mut wrong = Vec::new();
+    for (key, obj) in &deployments.objects {
+        let d: Deployment = obj.decode()?;
+        let s = d.status.unwrap_or_default();
+        let got = (
+            s.observed_generation.unwrap_or(0),
+            s.replicas.unwrap_or(0),
+            s.ready_replicas.unwrap_or(0),
+        );
+        let want = expected
+            .get(key)
+            .map(|e| (e.generation, e.pods as i32, e.ready as i32));
+        if Some(got) != want {
+            wrong.push(format!(
+                "{key}: written (observedGeneration, replicas, ready) {got:?}, want {want:?}"
+            ));
+        }
+    }
+    Ok((!wrong.is_empty()).then(|| {
+        format!(
+            "{} of {} written statuses wrong: {:?}",
+            wrong.len(),
+            deployments.objects.len(),
+            &wrong[..wrong.len().min(3)]
+        )
+    }))
+}
+
 /// `None` when `got` equals `expected`; otherwise how they differ: counts of missing, extra
 /// and wrong statuses, with up to three examples of each.
 pub(crate) fn diff(

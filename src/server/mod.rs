@@ -6,6 +6,7 @@
 mod api;
 mod cluster;
 mod control;
+mod deployment_status;
 mod discovery;
 mod fields;
 mod filter;

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 
+use super::deployment_status;
 use crate::object::varint::{self, VarintError};
 use crate::object::{
     self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
@@ -63,6 +64,10 @@ struct Twin {
     rest_value: Map<String, Value>,
     /// The template without metadata: given a client's metadata, its protobuf form.
     stripped: Object,
+    /// For Deployments: the fields but metadata and status, re-encoded
+    /// ([`super::deployment_status::split`]), to recognize a Deployment whose status a
+    /// controller rewrote.
+    deployment_key: Option<Vec<u8>>,
 }
 
 /// Renders protobuf objects of one simulator as JSON documents (see the module docs).
@@ -109,6 +114,9 @@ impl JsonTranscoder {
             for k in ["apiVersion", "kind", "metadata"] {
                 doc.remove(k);
             }
+            let deployment_key = is_deployment(&gvk)
+                .then(|| deployment_status::split(&stripped).map(|(k, _)| k))
+                .transpose()?;
             map.entry(hasher.hash_one(&rest_pb[..]))
                 .or_default()
                 .push(Twin {
@@ -116,6 +124,7 @@ impl JsonTranscoder {
                     rest_json,
                     rest_value: doc,
                     stripped,
+                    deployment_key,
                 });
         }
         let head = format!(
@@ -142,13 +151,16 @@ impl JsonTranscoder {
             return Ok(obj.raw()?);
         }
         let rest = rest_of(&obj.raw()?)?;
-        let twin = self
+        let exact = self
             .twins
             .get(&self.hasher.hash_one(&rest[..]))
-            .and_then(|v| v.iter().find(|t| t.rest_pb == rest))
-            .ok_or_else(|| TranscodeError::Unknown(obj.key().to_string()))?;
+            .and_then(|v| v.iter().find(|t| t.rest_pb == rest));
+        let rest_json = match exact {
+            Some(twin) => twin.rest_json.clone(),
+            None => self.deployment_json(obj)?,
+        };
         let meta = meta_json(obj.meta())?;
-        let mut out = Vec::with_capacity(self.head.len() + meta.len() + twin.rest_json.len() + 1);
+        let mut out = Vec::with_capacity(self.head.len() + meta.len() + rest_json.len() + 1);
         if obj.gvk() == &*self.gvk {
             out.extend_from_slice(&self.head);
         } else {
@@ -162,9 +174,31 @@ impl JsonTranscoder {
             );
         }
         out.extend_from_slice(&meta);
-        out.extend_from_slice(&twin.rest_json);
+        out.extend_from_slice(&rest_json);
         out.push(b'}');
         Ok(Bytes::from(out))
+    }
+
+    /// The JSON members of a Deployment whose fields but status are a template's: the twin's,
+    /// with the object's own status.
+    fn deployment_json(&self, obj: &Object) -> Result<Bytes, TranscodeError> {
+        let unknown = || TranscodeError::Unknown(obj.key().to_string());
+        if !is_deployment(obj.gvk()) {
+            return Err(unknown());
+        }
+        let (key, status) = deployment_status::split(obj)?;
+        let twin = self
+            .twins
+            .values()
+            .flatten()
+            .find(|t| t.deployment_key.as_ref() == Some(&key))
+            .ok_or_else(unknown)?;
+        let mut doc = twin.rest_value.clone();
+        match status {
+            Some(s) => doc.insert("status".into(), deployment_status::to_json(&s)),
+            None => doc.remove("status"),
+        };
+        Ok(json_rest(doc)?)
     }
 
     /// The protobuf form of a client's JSON object of this kind whose members but `metadata`
@@ -183,15 +217,33 @@ impl JsonTranscoder {
         for k in ["apiVersion", "kind", "metadata"] {
             doc.remove(k);
         }
+        let mut meta = obj.meta().clone();
+        meta.managed_fields.clear();
+        if let Some(twin) = self.twins.values().flatten().find(|t| t.rest_value == doc) {
+            return Ok(twin.stripped.with_meta(meta)?);
+        }
+        // A Deployment with its own status: the template's fields, the status converted.
+        let unknown = || TranscodeError::Unknown(obj.key().to_string());
+        if !is_deployment(obj.gvk()) {
+            return Err(unknown());
+        }
+        let status = doc.remove("status");
         let twin = self
             .twins
             .values()
             .flatten()
-            .find(|t| t.rest_value == doc)
-            .ok_or_else(|| TranscodeError::Unknown(obj.key().to_string()))?;
-        let mut meta = obj.meta().clone();
-        meta.managed_fields.clear();
-        Ok(twin.stripped.with_meta(meta)?)
+            .find(|t| {
+                let mut r = t.rest_value.clone();
+                r.remove("status");
+                r == doc
+            })
+            .ok_or_else(unknown)?;
+        let mut d: k8s_pb::api::apps::v1::Deployment = twin.stripped.decode()?;
+        d.metadata = None;
+        d.status = status.as_ref().map(deployment_status::to_pb);
+        let raw = d.encode_to_vec();
+        let typed = object::decode(object::encode_envelope(&self.gvk, &raw))?;
+        Ok(typed.with_meta(meta)?)
     }
 
     /// Appends `event` as one JSON watch line (`{"type":..,"object":..}\n`).
@@ -224,6 +276,11 @@ impl JsonTranscoder {
         out.extend_from_slice(b"}\n");
         Ok(())
     }
+}
+
+/// Whether `gvk` is `apps/v1` Deployment.
+fn is_deployment(gvk: &GroupVersionKind) -> bool {
+    gvk.group == "apps" && gvk.kind == "Deployment"
 }
 
 /// The top-level fields after a leading `metadata` field (field 1) of a bare protobuf message.
