@@ -113,9 +113,10 @@ pub(crate) fn http_lister_watchers(
 /// Writes a Deployment (with its new status) to the API server's `status` subresource.
 /// The error is the server's message; the key is then retried.
 #[derive(Clone)]
-pub(crate) struct StatusWriter(
-    pub(crate) Arc<dyn Fn(&Deployment) -> Result<(), String> + Send + Sync>,
-);
+pub(crate) struct StatusWriter(pub(crate) Arc<WriteFn>);
+
+/// The function of a [`StatusWriter`].
+pub(crate) type WriteFn = dyn Fn(&Deployment) -> Result<(), String> + Send + Sync;
 
 impl std::fmt::Debug for StatusWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
