@@ -539,3 +539,89 @@ fn a_protobuf_server_takes_metadata_writes_in_json() {
     });
     rt.block_on(server.shutdown());
 }
+
+/// A protobuf server of Deployments keeps their JSON form when a controller writes their
+/// status (in protobuf) and takes status writes in JSON: kube-rs reads and patches them.
+#[test]
+fn protobuf_deployments_keep_a_json_form_through_status_writes() {
+    use k8s_openapi::api::apps::v1::Deployment as JsonDeployment;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    let rt = runtime();
+    let dir = fixtures();
+    let templates = Templates::deployments(&dir).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("k8s-testdata/HEAD/apps.v1.Deployment.json")).unwrap(),
+    )
+    .unwrap();
+    let twins: Vec<Object> = informer::sim::DEPLOYMENT_REPLICAS
+        .iter()
+        .map(|r| {
+            let mut d = json.clone();
+            d["spec"]["replicas"] = (*r).into();
+            informer::object::decode(d.to_string().into()).unwrap()
+        })
+        .collect();
+    let sim = SimServer::new(
+        SimConfig::new(templates)
+            .seed(2)
+            .namespaces(2)
+            .apps(5)
+            .initial_objects(6)
+            .target_objects(6),
+    )
+    .unwrap();
+    let server = rt.block_on(async {
+        serve(
+            sim.clone(),
+            ServerConfig::default().json_twins(twins),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap()
+    });
+    let key = sim.truth().objects.keys().next().unwrap().clone();
+    // A controller's protobuf status write.
+    let cur = sim.get(&key).unwrap();
+    let mut d: k8s_pb::api::apps::v1::Deployment = cur.decode().unwrap();
+    d.status = Some(k8s_pb::api::apps::v1::DeploymentStatus {
+        observed_generation: Some(1),
+        replicas: Some(3),
+        ready_replicas: Some(2),
+        ..Default::default()
+    });
+    let body = {
+        use prost::Message as _;
+        informer::object::encode_envelope(cur.gvk(), &d.encode_to_vec())
+    };
+    let written = informer::object::decode(body).unwrap();
+    sim.replace_object(&key, &written, informer::sim::WriteTarget::Status)
+        .unwrap();
+    rt.block_on(async {
+        let client = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let api: Api<JsonDeployment> = Api::namespaced(client.clone(), key.namespace());
+        let got = api.get(key.name()).await.unwrap();
+        let st = got.status.clone().unwrap();
+        assert_eq!((st.replicas, st.ready_replicas, st.observed_generation), (Some(3), Some(2), Some(1)));
+        assert_eq!(got.spec.replicas, d.spec.as_ref().unwrap().replicas);
+        // The whole collection still has a JSON form.
+        let all: Api<JsonDeployment> = Api::all(client);
+        assert_eq!(all.list(&ListParams::default()).await.unwrap().items.len(), 6);
+        // A JSON status patch is stored in protobuf.
+        api.patch_status(
+            key.name(),
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"readyReplicas": 3, "conditions": [{"type": "Available", "status": "True", "lastUpdateTime": "2026-12-04T10:00:00Z"}]}})),
+        )
+        .await
+        .unwrap();
+        let stored: k8s_pb::api::apps::v1::Deployment = sim.get(&key).unwrap().decode().unwrap();
+        let s = stored.status.unwrap();
+        assert_eq!((s.replicas, s.ready_replicas), (Some(3), Some(3)));
+        assert_eq!(s.conditions[0].r#type.as_deref(), Some("Available"));
+        assert_eq!(
+            s.conditions[0].last_update_time.as_ref().and_then(|t| t.seconds),
+            Some("2026-12-04T10:00:00Z".parse::<jiff::Timestamp>().unwrap().as_second())
+        );
+    });
+    rt.block_on(server.shutdown());
+}
