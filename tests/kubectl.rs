@@ -336,3 +336,98 @@ fn kubectl_apply_patch_scale_rollout_status_describe_and_delete() {
     std::fs::remove_file(&kc).ok();
     rt.block_on(server.shutdown());
 }
+
+/// The simulated cluster of `informer serve --template deployments --template pod-states` is
+/// coherent: a fresh Deployment has rolled out (`rollout status` succeeds at once), selects
+/// its app's Pods (`get pods -l` with its selector finds them), has a real strategy; Pods
+/// show a container state that fits their phase. Served in protobuf with JSON twins, as the
+/// command serves it.
+#[test]
+fn the_simulated_cluster_is_coherent_for_kubectl() {
+    let Some(kubectl) = kubectl() else { return };
+    let rt = runtime();
+    let dir = support::fixtures();
+    let config = |t: informer::sim::Templates, n: usize| {
+        informer::sim::SimConfig::new(t)
+            .seed(3)
+            .namespaces(2)
+            .apps(5)
+            .initial_objects(n)
+            .target_objects(n)
+            .update_template(true)
+    };
+    let deployments = informer::sim::SimServer::new(config(
+        informer::sim::Templates::deployments(&dir).unwrap(),
+        10,
+    ))
+    .unwrap();
+    let pods = informer::sim::SimServer::new(config(
+        informer::sim::Templates::pod_states(&dir).unwrap(),
+        60,
+    ))
+    .unwrap();
+    let server = rt.block_on(async {
+        informer::server::serve_many(
+            vec![
+                (
+                    deployments.clone(),
+                    informer::server::ServerConfig::default()
+                        .json_twins(informer::sim::Templates::deployment_twins(&dir).unwrap()),
+                ),
+                (
+                    pods.clone(),
+                    informer::server::ServerConfig::default()
+                        .json_twins(informer::sim::Templates::pod_state_twins(&dir).unwrap()),
+                ),
+            ],
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap()
+    });
+    let kc = empty_kubeconfig("coherent");
+    let url = server.url();
+    let k = |args: &[&str]| run(&kubectl, &url, &kc, args);
+    let (key, _) = deployments.truth().objects.into_iter().next().unwrap();
+    let (ns, name) = (key.namespace().to_owned(), key.name().to_owned());
+    let d = format!("deploy/{name}");
+    assert!(
+        k(&["rollout", "status", "-n", &ns, &d, "--timeout=10s"])
+            .contains("successfully rolled out")
+    );
+    let described = k(&["describe", "-n", &ns, &d]);
+    assert!(described.contains(&format!("app={name}")), "{described}");
+    assert!(
+        described.contains("StrategyType:       RollingUpdate"),
+        "{described}"
+    );
+    let selected = k(&[
+        "get",
+        "pods",
+        "-n",
+        &ns,
+        "-l",
+        &format!("app={name}"),
+        "-o",
+        "name",
+    ]);
+    let expected = pods
+        .truth()
+        .objects
+        .values()
+        .filter(|p| p.namespace() == ns && p.meta().labels.get("app").is_some_and(|a| **a == *name))
+        .count();
+    assert_eq!(selected.lines().count(), expected, "{selected}");
+    let statuses = k(&["get", "pods", "-A", "--no-headers"]);
+    for line in statuses.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // NAMESPACE NAME READY STATUS ...
+        match cols[3] {
+            "Running" => assert_eq!(cols[2], "1/1", "{line}"),
+            "ContainerCreating" => assert_eq!(cols[2], "0/1", "{line}"),
+            other => panic!("unexpected status {other}: {line}"),
+        }
+    }
+    std::fs::remove_file(&kc).ok();
+    rt.block_on(server.shutdown());
+}

@@ -7,17 +7,10 @@ use std::path::{Path, PathBuf};
 use informer::object::{self, Object};
 use std::time::Duration;
 
-use informer::sim::{
-    DEPLOYMENT_REPLICAS, Fault, POD_STATES, SimConfig, SimServer, Templates, default_fixtures_dir,
-};
+use informer::sim::{ETCD_POD_JSON, Fault, SimConfig, SimServer, Templates, default_fixtures_dir};
 
 /// The JSON twin of `k8s-testdata/HEAD/core.v1.Pod.pb`: the same round-trip object in JSON.
 const HEAD_POD_JSON: &str = "k8s-testdata/HEAD/core.v1.Pod.json";
-/// The JSON twin of `real/auger-etcd-real-protobuf/storage__pod.bin`: the same Pod as the etcd dump's JSON.
-const ETCD_POD_JSON: &str = "real/auger-etcd-real-protobuf/json__pod.json";
-
-/// The JSON twin of `k8s-testdata/HEAD/apps.v1.Deployment.pb`.
-const HEAD_DEPLOYMENT_JSON: &str = "k8s-testdata/HEAD/apps.v1.Deployment.json";
 
 /// Which fixture objects are stamped from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -89,31 +82,10 @@ pub(crate) fn load_templates(
             .to_vec())
     };
     let deployment_twins = || -> Result<Vec<Object>, String> {
-        json_variants(
-            dir,
-            HEAD_DEPLOYMENT_JSON,
-            DEPLOYMENT_REPLICAS.len(),
-            |d, i| {
-                d["spec"]["replicas"] = DEPLOYMENT_REPLICAS[i].into();
-            },
-        )
+        Templates::deployment_twins(dir).map_err(|e| e.to_string())
     };
     let pod_state_twins = || -> Result<Vec<Object>, String> {
-        json_variants(dir, ETCD_POD_JSON, POD_STATES.len(), |p, i| {
-            let (phase, conditions) = POD_STATES[i];
-            let status = &mut p["status"];
-            status["phase"] = phase.into();
-            status["conditions"] = conditions
-                .iter()
-                .map(|(t, s)| serde_json::json!({"type": t, "status": s}))
-                .collect();
-            let ready = conditions.contains(&("Ready", "True"));
-            if let Some(cs) = status["containerStatuses"].as_array_mut() {
-                for c in cs {
-                    c["ready"] = ready.into();
-                }
-            }
-        })
+        Templates::pod_state_twins(dir).map_err(|e| e.to_string())
     };
     if format == Format::Json {
         let objects = match template {
@@ -154,26 +126,6 @@ pub(crate) fn load_templates(
 
 /// `n` JSON twins made from the JSON fixture at `path` by `edit(document, i)`: the same
 /// edits [`Templates::deployments`] and [`Templates::pod_states`] make to the protobuf one.
-fn json_variants(
-    dir: &Path,
-    path: &str,
-    n: usize,
-    edit: impl Fn(&mut serde_json::Value, usize),
-) -> Result<Vec<Object>, String> {
-    let path = dir.join(path);
-    let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let bytes = std::fs::read(&path).map_err(|e| fail(&e))?;
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| fail(&e))?;
-    (0..n)
-        .map(|i| {
-            let mut d = doc.clone();
-            edit(&mut d, i);
-            let bytes = serde_json::to_vec(&d).map_err(|e| fail(&e))?;
-            object::decode(bytes.into()).map_err(|e| fail(&e))
-        })
-        .collect()
-}
-
 /// Server behaviour flags. Each one left unset keeps the value of the command's base
 /// configuration; [`SimFlags::apply`] is the only place that turns them into [`SimConfig`]
 /// fields (fault switches belong here too).

@@ -6,7 +6,7 @@
 mod api;
 mod cluster;
 mod control;
-mod deployment_status;
+mod deployment_parts;
 mod discovery;
 mod fields;
 mod filter;

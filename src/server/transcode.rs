@@ -16,7 +16,7 @@ use bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 
-use super::deployment_status;
+use super::deployment_parts;
 use crate::object::varint::{self, VarintError};
 use crate::object::{
     self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
@@ -64,9 +64,9 @@ struct Twin {
     rest_value: Map<String, Value>,
     /// The template without metadata: given a client's metadata, its protobuf form.
     stripped: Object,
-    /// For Deployments: the fields but metadata and status, re-encoded
-    /// ([`super::deployment_status::split`]), to recognize a Deployment whose status a
-    /// controller rewrote.
+    /// For Deployments: the fields but metadata and the per-object parts, re-encoded
+    /// ([`super::deployment_parts::split`]), to recognize a Deployment scaled, selecting its
+    /// own app, or with a status a controller wrote.
     deployment_key: Option<Vec<u8>>,
 }
 
@@ -115,7 +115,7 @@ impl JsonTranscoder {
                 doc.remove(k);
             }
             let deployment_key = is_deployment(&gvk)
-                .then(|| deployment_status::split(&stripped).map(|(k, _)| k))
+                .then(|| deployment_parts::split(&stripped).map(|(k, _)| k))
                 .transpose()?;
             map.entry(hasher.hash_one(&rest_pb[..]))
                 .or_default()
@@ -186,7 +186,7 @@ impl JsonTranscoder {
         if !is_deployment(obj.gvk()) {
             return Err(unknown());
         }
-        let (key, status) = deployment_status::split(obj)?;
+        let (key, parts) = deployment_parts::split(obj)?;
         let twin = self
             .twins
             .values()
@@ -194,10 +194,7 @@ impl JsonTranscoder {
             .find(|t| t.deployment_key.as_ref() == Some(&key))
             .ok_or_else(unknown)?;
         let mut doc = twin.rest_value.clone();
-        match status {
-            Some(s) => doc.insert("status".into(), deployment_status::to_json(&s)),
-            None => doc.remove("status"),
-        };
+        deployment_parts::put_json(&mut doc, &parts);
         Ok(json_rest(doc)?)
     }
 
@@ -222,25 +219,25 @@ impl JsonTranscoder {
         if let Some(twin) = self.twins.values().flatten().find(|t| t.rest_value == doc) {
             return Ok(twin.stripped.with_meta(meta)?);
         }
-        // A Deployment with its own status: the template's fields, the status converted.
+        // A Deployment with its own parts: the template's fields, the parts converted.
         let unknown = || TranscodeError::Unknown(obj.key().to_string());
         if !is_deployment(obj.gvk()) {
             return Err(unknown());
         }
-        let status = doc.remove("status");
+        let parts = deployment_parts::take_json(&mut doc);
         let twin = self
             .twins
             .values()
             .flatten()
             .find(|t| {
                 let mut r = t.rest_value.clone();
-                r.remove("status");
+                deployment_parts::take_json(&mut r);
                 r == doc
             })
             .ok_or_else(unknown)?;
         let mut d: k8s_pb::api::apps::v1::Deployment = twin.stripped.decode()?;
         d.metadata = None;
-        d.status = status.as_ref().map(deployment_status::to_pb);
+        deployment_parts::put_pb(&mut d, parts);
         let raw = d.encode_to_vec();
         let typed = object::decode(object::encode_envelope(&self.gvk, &raw))?;
         Ok(typed.with_meta(meta)?)

@@ -20,13 +20,26 @@ use bytes::Bytes;
 
 use super::Templates;
 use crate::object::{
-    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMap, WatchEventType,
-    encode_envelope, encode_object_meta, varint,
+    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMap, WatchEvent,
+    WatchEventType, encode_envelope, encode_object_meta, encode_watch_frame, encode_watch_line,
+    varint,
 };
 
 /// The label the flood generator changes on updates; kept apart so an update re-encodes one
 /// label only.
 pub(crate) const VERSION_LABEL: &str = "version";
+
+/// Encodes one watch event in the server's format.
+pub(crate) fn encode_event(
+    encoding: Encoding,
+    event: &WatchEvent,
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    match encoding {
+        Encoding::Protobuf => encode_watch_frame(event, out),
+        Encoding::Json => encode_watch_line(event, out),
+    }
+}
 
 /// Appends a length-delimited protobuf field.
 fn put_len_field(out: &mut Vec<u8>, field: u8, data: &[u8]) {

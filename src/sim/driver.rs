@@ -7,19 +7,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::SimError;
+use super::drive_state::DriveState;
 use super::server::SimServer;
 
 /// How often the driver makes the changes that fell due.
 const TICK: Duration = Duration::from_millis(10);
-
-/// What a simulator's flood driver does: its rate and whether it is paused.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct DriveState {
-    /// Changes per second; 0 = none.
-    pub rate: f64,
-    /// While `true`, the driver makes no change (the rate is kept for [`SimServer::resume`]).
-    pub paused: bool,
-}
 
 impl SimServer {
     /// The flood driver's rate and pause state.

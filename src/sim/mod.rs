@@ -8,9 +8,11 @@
 //! [`SimConfig`]). Everything is deterministic for a [`SimConfig::seed`]. [`SimServer`] says
 //! what matches a real API server and what does not.
 
+mod app_rests;
 mod codec;
 mod config;
 mod continue_token;
+mod drive_state;
 mod driver;
 mod error;
 mod fault;
@@ -25,21 +27,22 @@ mod state;
 pub(crate) mod status;
 mod templates;
 mod truth;
+mod variants;
 mod vary;
 mod watch;
 mod write;
 
 pub use config::{FloodMix, SimConfig};
-pub use driver::DriveState;
+pub use drive_state::DriveState;
 pub use error::SimError;
 pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
 pub use request::{RequestKind, SimRequest};
 pub use server::{SimServer, SimStats};
 pub use templates::{
-    DEPLOYMENT_REPLICAS, ETCD_POD, HEAD_DEPLOYMENT, HEAD_POD, OPENSHIFT_PODS, POD_STATES,
-    Templates, default_fixtures_dir,
+    ETCD_POD, HEAD_DEPLOYMENT, HEAD_POD, OPENSHIFT_PODS, Templates, default_fixtures_dir,
 };
 pub use truth::{Truth, diff_views};
+pub use variants::{DEPLOYMENT_REPLICAS, ETCD_POD_JSON, HEAD_DEPLOYMENT_JSON, POD_STATES};
 pub use watch::SimWatch;
 pub use write::{Preconditions, WriteTarget};
 

@@ -197,7 +197,7 @@ impl SimServer {
                 epoch: Instant::now(),
                 watches_opened: AtomicU64::new(0),
                 stream_faults: AtomicUsize::new(0),
-                drive: watch::channel(super::DriveState::default()).0,
+                drive: watch::channel(super::drive_state::DriveState::default()).0,
             }),
         };
         if initial > 0 {

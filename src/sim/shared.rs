@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::codec::Codec;
 use super::config::SimConfig;
+use super::drive_state::DriveState;
 use super::state::State;
 use crate::object::{Encoding, GroupVersionKind, WatchFormat};
 
@@ -41,7 +42,7 @@ pub(crate) struct Shared {
     /// that reads 0 just misses the fault until its next look.
     pub(crate) stream_faults: AtomicUsize,
     /// The flood driver's rate and pause state ([`super::SimServer::drive`]).
-    pub(crate) drive: watch::Sender<super::DriveState>,
+    pub(crate) drive: watch::Sender<DriveState>,
 }
 
 impl Shared {

@@ -9,15 +9,16 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::SimError;
-use super::codec::{Codec, Dynamic, VERSION_LABEL};
+use super::app_rests::AppRests;
+use super::codec::{Codec, Dynamic, VERSION_LABEL, encode_event};
 use super::config::SimConfig;
 use super::fault::Faults;
 use super::request::SimRequest;
 use super::rng::{SimRng, mix};
 use super::vary::Variation;
 use crate::object::{
-    self, DecodeError, Encoding, Object, ObjectKey, ObjectMeta, OwnerReference, Str, Time,
-    WatchEvent, WatchEventType, encode_watch_frame, encode_watch_line,
+    self, DecodeError, Object, ObjectKey, ObjectMeta, OwnerReference, Str, Time, WatchEvent,
+    WatchEventType,
 };
 
 /// Creation timestamps are this many seconds after the epoch plus the object's resourceVersion
@@ -117,24 +118,14 @@ enum Op {
     Delete,
 }
 
-/// Encodes one watch event in the server's format.
-pub(crate) fn encode_event(
-    encoding: Encoding,
-    event: &WatchEvent,
-    out: &mut Vec<u8>,
-) -> Result<(), DecodeError> {
-    match encoding {
-        Encoding::Protobuf => encode_watch_frame(event, out),
-        Encoding::Json => encode_watch_line(event, out),
-    }
-}
-
 /// Everything that changes, guarded by the server's one mutex.
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) codec: Arc<Codec>,
     /// Per-object spec and status ([`SimConfig::vary`]).
     variation: Option<Variation>,
+    /// Deployments' fields but metadata, per template and app ([`AppRests`]).
+    app_rests: AppRests,
     /// Current objects by key.
     pub(crate) objects: BTreeMap<ObjectKey, Arc<Rec>>,
     /// The same keys in a vector, for uniform random picks.
@@ -174,6 +165,7 @@ impl State {
                 .vary
                 .then(|| Variation::new(&cfg.templates))
                 .transpose()?,
+            app_rests: AppRests::default(),
             objects: BTreeMap::new(),
             keys: Vec::new(),
             pos: HashMap::new(),
@@ -300,7 +292,7 @@ impl State {
         } else {
             (0, 0)
         };
-        let rest = self.varied_rest(template, vary_seed)?;
+        let rest = self.varied_rest(cfg, template, vary_seed, name)?;
         let rec = Rec {
             template,
             rest,
@@ -315,13 +307,19 @@ impl State {
         self.commit(cfg, WatchEventType::Added, key, rec, None)
     }
 
-    /// A varied copy of `template`'s fields but `metadata` when objects vary
-    /// ([`SimConfig::vary`]), else `None` (the template's own).
+    /// `template`'s fields but `metadata` for the object `name`: a Deployment `app-N`'s
+    /// selecting its app, a varied copy when objects vary ([`SimConfig::vary`]), else `None`
+    /// (the template's own).
     fn varied_rest(
-        &self,
+        &mut self,
+        cfg: &SimConfig,
         template: usize,
         (seed, created): (u64, i64),
+        name: &str,
     ) -> Result<Option<Bytes>, SimError> {
+        if let Some(app) = app_of_name(cfg, name) {
+            return self.app_rests.rest(cfg, template, app).map(Some);
+        }
         match &self.variation {
             Some(v) => Ok(Some(v.rest(template, seed, created)?)),
             None => Ok(None),
@@ -353,7 +351,7 @@ impl State {
             let rest = if t == prev.template {
                 prev.rest.clone()
             } else {
-                self.varied_rest(t, prev.vary_seed)?
+                self.varied_rest(cfg, t, prev.vary_seed, key.name())?
             };
             (t, rest)
         } else {

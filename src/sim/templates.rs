@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::SimError;
+use super::variants::{DEPLOYMENT_REPLICAS, POD_STATES};
 use crate::object::{self, DecodeError, Encoding, GroupVersionKind, MAGIC, Object};
 
 /// The HEAD Pod round-trip fixture (every field of the schema set; about 13.5 KB).
@@ -18,36 +19,6 @@ pub const ETCD_POD: &str = "real/auger-etcd-real-protobuf/storage__pod.bin";
 pub const OPENSHIFT_PODS: &str = "real/openshift-insights-real-objects/pods";
 /// The HEAD Deployment round-trip fixture (every field of the schema set; about 12 KB).
 pub const HEAD_DEPLOYMENT: &str = "k8s-testdata/HEAD/apps.v1.Deployment.pb";
-
-/// `spec.replicas` of the [`Templates::deployments`] variants, in order.
-pub const DEPLOYMENT_REPLICAS: [i32; 4] = [1, 2, 3, 4];
-
-/// The states of the [`Templates::pod_states`] variants, in order: `(status.phase, conditions
-/// as (type, status))`. They are the four states the real Pod recorded in
-/// `real/pulumi-watch-recordings/pod/createSuccess.json` goes through from creation to ready
-/// (condition times, reasons and messages left out).
-pub const POD_STATES: [(&str, &[(&str, &str)]); 4] = [
-    ("Pending", &[]),
-    ("Pending", &[("PodScheduled", "True")]),
-    (
-        "Pending",
-        &[
-            ("Initialized", "True"),
-            ("Ready", "False"),
-            ("ContainersReady", "False"),
-            ("PodScheduled", "True"),
-        ],
-    ),
-    (
-        "Running",
-        &[
-            ("Initialized", "True"),
-            ("Ready", "True"),
-            ("ContainersReady", "True"),
-            ("PodScheduled", "True"),
-        ],
-    ),
-];
 
 /// Finds the shared fixtures directory: `$INFORMER_FIXTURES` if set, else `../shared/fixtures`
 /// relative to this crate's manifest directory, else relative to the current directory (and
@@ -216,8 +187,11 @@ impl Templates {
     }
 
     /// The HEAD `apps.v1.Deployment` fixture ([`HEAD_DEPLOYMENT`]) as one template per
-    /// [`DEPLOYMENT_REPLICAS`] value of `spec.replicas` (everything else as the fixture has
-    /// it): protobuf, about 12 KB each. A simulator of Deployments names its objects after their
+    /// [`DEPLOYMENT_REPLICAS`] value of `spec.replicas`, made coherent: a valid selector (each
+    /// simulated Deployment selects its own app's Pods), a `RollingUpdate` strategy, not
+    /// paused, and a status of a finished rollout of generation 1; everything else as the
+    /// fixture has it. Protobuf, about 12 KB each; the JSON twins are
+    /// [`Templates::deployment_twins`]. A simulator of Deployments names its objects after their
     /// app (see [`SimServer`](super::SimServer#what-matches-a-real-api-server)); with
     /// [`SimConfig::update_template`](super::SimConfig::update_template) an update scales one.
     ///
@@ -228,18 +202,19 @@ impl Templates {
         let base = Self::from_files([fixtures_dir.join(HEAD_DEPLOYMENT)])?;
         Self::typed_variants(
             &base.objects[0],
-            DEPLOYMENT_REPLICAS.map(|n| {
+            (0..DEPLOYMENT_REPLICAS.len()).map(|i| {
                 move |d: &mut k8s_pb::api::apps::v1::Deployment| {
-                    d.spec.get_or_insert_with(Default::default).replicas = Some(n);
+                    super::variants::deployment_pb(d, i)
                 }
             }),
         )
     }
 
     /// The real etcd Pod ([`ETCD_POD`]) in the four [`POD_STATES`] of a Pod going from
-    /// creation to ready: `status.phase` and `status.conditions` as listed, every container
-    /// status `ready` only in the last (Running, Ready) state; everything else as stored in
-    /// etcd. Protobuf, about 1.5 KB each. With
+    /// creation to ready: `status.phase` and `status.conditions` as listed, container statuses
+    /// waiting (`ContainerCreating`) while Pending and running and ready once Running;
+    /// everything else as stored in etcd. Protobuf, about 1.5 KB each; the JSON twins are
+    /// [`Templates::pod_state_twins`]. With
     /// [`SimConfig::update_template`](super::SimConfig::update_template) an update moves a Pod
     /// to a random state (a flood of readiness changes, not a lifecycle).
     ///
@@ -247,27 +222,11 @@ impl Templates {
     /// As [`Templates::from_files`]; [`SimError::Encode`] if the fixture does not decode as its
     /// kind.
     pub fn pod_states(fixtures_dir: &Path) -> Result<Self, SimError> {
-        use k8s_pb::api::core::v1::{Pod, PodCondition};
         let base = Self::from_files([fixtures_dir.join(ETCD_POD)])?;
         Self::typed_variants(
             &base.objects[0],
-            POD_STATES.map(|(phase, conditions)| {
-                move |p: &mut Pod| {
-                    let status = p.status.get_or_insert_with(Default::default);
-                    status.phase = Some(phase.to_owned());
-                    status.conditions = conditions
-                        .iter()
-                        .map(|(t, s)| PodCondition {
-                            r#type: Some((*t).to_owned()),
-                            status: Some((*s).to_owned()),
-                            ..PodCondition::default()
-                        })
-                        .collect();
-                    let ready = conditions.contains(&("Ready", "True"));
-                    for c in &mut status.container_statuses {
-                        c.ready = Some(ready);
-                    }
-                }
+            (0..POD_STATES.len()).map(|i| {
+                move |p: &mut k8s_pb::api::core::v1::Pod| super::variants::pod_state_pb(p, i)
             }),
         )
     }
@@ -337,5 +296,34 @@ fn decode_file(bytes: Bytes, gvk: Option<&GroupVersionKind>) -> Result<Object, D
             object::decode(Bytes::from(bytes))
         }
         _ => Ok(obj),
+    }
+}
+
+impl Templates {
+    /// The JSON twins of [`Templates::deployments`], in order (the same objects in JSON: the
+    /// server's `json_twins`, or the templates of a JSON simulator).
+    ///
+    /// # Errors
+    /// [`SimError::Io`], [`SimError::Template`].
+    pub fn deployment_twins(fixtures_dir: &Path) -> Result<Vec<Object>, SimError> {
+        super::variants::json_variants(
+            fixtures_dir,
+            super::variants::HEAD_DEPLOYMENT_JSON,
+            DEPLOYMENT_REPLICAS.len(),
+            super::variants::deployment_json,
+        )
+    }
+
+    /// The JSON twins of [`Templates::pod_states`], in order.
+    ///
+    /// # Errors
+    /// [`SimError::Io`], [`SimError::Template`].
+    pub fn pod_state_twins(fixtures_dir: &Path) -> Result<Vec<Object>, SimError> {
+        super::variants::json_variants(
+            fixtures_dir,
+            super::variants::ETCD_POD_JSON,
+            POD_STATES.len(),
+            super::variants::pod_state_json,
+        )
     }
 }

@@ -11,11 +11,12 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::codec::encode_event;
 use super::fault::StreamFault;
 use super::oversized::{Padded, pad_event};
 use super::rng::{SimRng, mix};
 use super::shared::Shared;
-use super::state::{Item, encode_event};
+use super::state::Item;
 use super::status;
 use crate::object::{
     ApiStatus, DecodeError, Encoding, WatchEvent, WatchEventType, parse_resource_version,
