@@ -207,12 +207,24 @@ impl Drop for ServerHandle {
 ///   fields of Events, Namespaces, Nodes, Secrets and ReplicaSets), on lists and watches; a
 ///   watch sees an object that starts or stops matching as ADDED or DELETED, as from a real
 ///   server's watch cache; other fields are a 400 `field label not supported`;
+/// - writes, with the simulator's rules ([`SimServer::create_object`],
+///   [`SimServer::replace_object`], [`SimServer::delete_object`]): `POST` to a collection,
+///   `PUT`, `PATCH` (JSON merge, JSON patch, strategic merge: see `patch.rs`) and `DELETE`
+///   (`DeleteOptions` preconditions) of an object, its `status` subresource, and the `scale`
+///   subresource of Deployments, ReplicaSets and StatefulSets (`autoscaling/v1` `Scale`);
+///   bodies in protobuf or JSON (a protobuf simulator takes JSON whose fields but metadata are
+///   a template's, or a Deployment's with its own replicas, selector and status), up to 3 MiB
+///   (413 beyond); `dryRun` and server-side apply are refused;
+/// - `namespaces` (the simulators' and a new cluster's four) and `events` (empty), writable,
+///   unless a simulator serves them;
 /// - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
-///   templates' JSON twins ([`JsonTranscoder`]); Table and PartialObjectMetadata requests get a
-///   plain list (kubectl prints it with default columns);
+///   templates' JSON twins ([`JsonTranscoder`]); `Table` requests (kubectl's `get`) get a Table
+///   with upstream's columns for Pods, Deployments, Namespaces and Events (Name and Age for
+///   others), `PartialObjectMetadata` requests the metadata-only form;
 /// - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
 ///   older than the history window (watches get an ERROR event 410, as from a real server),
-///   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 422;
+///   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 409 (AlreadyExists, Conflict), 413,
+///   415, 422;
 /// - simulator control, outside the Kubernetes API: `POST /informer/v1/flood?events=N` makes
 ///   N changes (honouring flow control) and answers the resulting resourceVersion;
 ///   `POST /informer/v1/faults?fault=list:410&fault=stream:reset@5` arms one-shot faults

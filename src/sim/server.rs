@@ -86,7 +86,10 @@ const BATCH: u64 = 256;
 /// # What does not
 ///
 /// - No HTTP here ([`crate::server`] serves a simulator over HTTP): requests are method calls,
-///   bodies are `Bytes` chunks.
+///   bodies are `Bytes` chunks. Clients' writes ([`SimServer::create_object`],
+///   [`SimServer::replace_object`], [`SimServer::delete_object`]) follow a real server's rules
+///   but run no admission, honour no grace period or finalizer (deletes are immediate) and
+///   keep the `managedFields` they are given.
 /// - Label and field selectors are rejected with 400 rather than evaluated ([`crate::server`]
 ///   evaluates them over HTTP).
 /// - Servers are independent: deleting a Deployment does not delete its Pods, and a flood
