@@ -5,6 +5,6 @@
 pub struct DriveState {
     /// Changes per second; 0 = none.
     pub rate: f64,
-    /// While `true`, the driver makes no change (the rate is kept for [`SimServer::resume`]).
+    /// While `true`, the driver makes no change (the rate is kept for [`super::SimServer::resume`]).
     pub paused: bool,
 }
