@@ -38,18 +38,44 @@ impl ServedResource {
         }
     }
 
-    fn api_resource(&self) -> Value {
+    /// The resource's discovery entries: itself (every verb but `deletecollection`), its
+    /// `status` subresource, and `scale` for the scalable apps kinds.
+    fn api_resources(&self) -> Vec<Value> {
         let mut r = json!({
             "name": self.plural,
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": ["get", "list", "watch"],
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
         });
         if !self.short_names.is_empty() {
             r["shortNames"] = json!(self.short_names);
         }
-        r
+        let sub = |name: &str, group: Option<(&str, &str, &str)>| {
+            let mut e = json!({
+                "name": format!("{}/{name}", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            });
+            if let Some((g, v, k)) = group {
+                e["group"] = g.into();
+                e["version"] = v.into();
+                e["kind"] = k.into();
+            }
+            e
+        };
+        let mut out = vec![r, sub("status", None)];
+        if self.group == "apps"
+            && matches!(
+                self.plural.as_str(),
+                "deployments" | "replicasets" | "statefulsets"
+            )
+        {
+            out.push(sub("scale", Some(("autoscaling", "v1", "Scale"))));
+        }
+        out
     }
 }
 
@@ -114,7 +140,7 @@ pub(crate) fn resource_list(group_version: &str, resources: &[&ServedResource]) 
     let resources: Vec<Value> = resources
         .iter()
         .filter(|r| r.group_version() == group_version)
-        .map(|r| r.api_resource())
+        .flat_map(|r| r.api_resources())
         .collect();
     json!({
         "kind": "APIResourceList",
