@@ -15,7 +15,7 @@ use informer::{
     DecodeError, Event, EventError, HandlerOptions, Informer, InformerConfig, KubeInformer,
     SharedInformerFactory, TypedLister,
 };
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use support::{sim, start, synced_informer};
 use views::{ViewMap, meta_view, store_view};
@@ -238,16 +238,16 @@ async fn a_factory_from_a_client_and_a_sync_error_that_names_the_informer() {
         sim.truth().versions()
     );
 
-    // The server serves Pods only: a Namespace informer never syncs, and the error says which.
-    let _namespaces = factory.serde_informer::<Namespace>();
+    // The server serves no ConfigMaps: that informer never syncs, and the error says which.
+    let _config_maps = factory.serde_informer::<ConfigMap>();
     factory.start(&tokio::runtime::Handle::current());
     let err = factory
         .wait_for_cache_sync(Duration::from_millis(500))
         .await
         .unwrap_err();
-    assert_eq!(err.not_synced(), ["v1/namespaces"]);
+    assert_eq!(err.not_synced(), ["v1/configmaps"]);
     assert!(!err.stopped());
-    assert_eq!(err.to_string(), "not synced after the wait: v1/namespaces");
+    assert_eq!(err.to_string(), "not synced after the wait: v1/configmaps");
     tokio::task::block_in_place(|| factory.shutdown());
 }
 
