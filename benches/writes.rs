@@ -129,7 +129,7 @@ fn main() {
             },
         )
         .await;
-        let (ours, ours_s) = workload(Api::namespaced(client, "bench"), &args).await;
+        let (ours, ours_s) = workload(Api::namespaced(client, "ns-1"), &args).await;
         let ours_rate = ours as f64 / ours_s;
         println!(
             "| target | writers | writes | seconds | writes/s | ratio |\n|---|---|---|---|---|---|"

@@ -302,7 +302,7 @@ fn the_control_endpoint_pauses_resumes_and_sets_the_rate_of_a_flood() {
     };
     rt.block_on(async {
         let events = || sim.stats().events;
-        let (code, doc) = post(&url, "/informer/v1/rate?rate=5000").await;
+        let (code, doc) = post(&url, "/informer/v1/rate?rate=5000&resource=pods").await;
         assert_eq!(code, 200, "{doc}");
         assert_eq!(
             doc,
@@ -310,17 +310,20 @@ fn the_control_endpoint_pauses_resumes_and_sets_the_rate_of_a_flood() {
         );
         let before = events();
         assert!(eventually(Duration::from_secs(10), || events() > before + 500).await);
+        // Without `resource=`: every resource's driver.
         let (_, doc) = post(&url, "/informer/v1/pause").await;
-        assert_eq!(doc["paused"], true);
+        let drivers = doc["drivers"].as_array().unwrap();
+        assert_eq!(drivers.len(), 3, "{doc}");
+        assert!(drivers.iter().all(|d| d["paused"] == true), "{doc}");
         // At most one batch in flight when the pause came.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let paused = events();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(events(), paused, "no change while paused");
-        let (_, doc) = post(&url, "/informer/v1/resume").await;
+        let (_, doc) = post(&url, "/informer/v1/resume?resource=pods").await;
         assert_eq!(doc["paused"], false);
         assert!(eventually(Duration::from_secs(10), || events() > paused + 500).await);
-        let (_, doc) = post(&url, "/informer/v1/rate?rate=0").await;
+        let (_, doc) = post(&url, "/informer/v1/rate?rate=0&resource=pods").await;
         assert_eq!(doc["rate"], 0.0);
         for bad in [
             "/informer/v1/rate",
@@ -622,6 +625,160 @@ fn protobuf_deployments_keep_a_json_form_through_status_writes() {
             s.conditions[0].last_update_time.as_ref().and_then(|t| t.seconds),
             Some("2026-12-04T10:00:00Z".parse::<jiff::Timestamp>().unwrap().as_second())
         );
+    });
+    rt.block_on(server.shutdown());
+}
+
+/// `method path` with `body` (`content_type`, if any) to the server at `url`; the status code
+/// and the body parsed as JSON (`Null` when it is not JSON).
+async fn request(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).await.unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (
+        code,
+        serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Writes a real server refuses are refused with its codes (422 for invalid objects and
+/// patches that do not apply, 400 for bodies and patches that do not decode, 415 for unknown
+/// media types, 404 for a namespace that does not exist, 403 for deleting `default`); a
+/// finalizer holds a deleted object until an update removes it; uids never repeat across
+/// resources; Table-only clients get a Table; list options are validated.
+#[test]
+fn invalid_writes_get_a_real_servers_answers_and_finalizers_hold_deletes() {
+    let rt = runtime();
+    let dir = fixtures();
+    let config = |t: Templates, n: usize| {
+        SimConfig::new(t)
+            .seed(4)
+            .namespaces(2)
+            .apps(5)
+            .initial_objects(n)
+            .target_objects(n)
+    };
+    let deployments = SimServer::new(config(
+        Templates::from_objects(Templates::deployment_twins(&dir).unwrap()).unwrap(),
+        8,
+    ))
+    .unwrap();
+    let pods = SimServer::new(config(
+        Templates::from_objects(Templates::pod_state_twins(&dir).unwrap()).unwrap(),
+        20,
+    ))
+    .unwrap();
+    let server = rt.block_on(async {
+        informer::server::serve_many(
+            vec![
+                (deployments.clone(), ServerConfig::default()),
+                (pods.clone(), ServerConfig::default()),
+            ],
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap()
+    });
+    let url = server.url();
+    rt.block_on(async {
+        // uids are unique across the resources of one server (same seed for both).
+        let mut uids = std::collections::HashSet::new();
+        for path in ["/api/v1/pods", "/apis/apps/v1/deployments", "/api/v1/namespaces"] {
+            let (_, list) = request(&url, "GET", path, &[], b"").await;
+            for item in list["items"].as_array().unwrap() {
+                assert!(uids.insert(item["metadata"]["uid"].as_str().unwrap().to_owned()), "{path}");
+            }
+        }
+        let d = deployments.truth().objects.keys().next().unwrap().clone();
+        let d_path = format!("/apis/apps/v1/namespaces/{}/deployments/{}", d.namespace(), d.name());
+        let merge = [("Content-Type", "application/merge-patch+json")];
+        let json = [("Content-Type", "application/json")];
+        let cases: Vec<(&str, String, Vec<(&str, &str)>, Vec<u8>, u16)> = vec![
+            ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"replicas":"abc"}}"#.to_vec(), 422),
+            ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"replicas":-3}}"#.to_vec(), 422),
+            ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"selector":{"matchLabels":{"zzz":"1"}}}}"#.to_vec(), 422),
+            ("PATCH", d_path.clone(), merge.to_vec(), br#"{"metadata":{"labels":{"bad key!":"x"}}}"#.to_vec(), 422),
+            ("PATCH", d_path.clone(), merge.to_vec(), b"{oops".to_vec(), 400),
+            ("PATCH", d_path.clone(), vec![("Content-Type", "application/strategic-merge-patch+json")], br#"{"spec":{"$patch":"frob"}}"#.to_vec(), 422),
+            ("PATCH", d_path.clone(), vec![("Content-Type", "application/json-patch+json")], br#"{"op":"add"}"#.to_vec(), 400),
+            ("POST", "/api/v1/namespaces/ns-0/pods".into(), json.to_vec(), br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1"},"spec":"hello"}"#.to_vec(), 422),
+            ("POST", "/api/v1/namespaces/ns-0/pods".into(), json.to_vec(), br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#.to_vec(), 422),
+            ("POST", "/api/v1/namespaces/ns-0/pods".into(), json.to_vec(), br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p2"},"spec":{"containers":[]}}"#.to_vec(), 422),
+            ("POST", "/api/v1/namespaces/ns-0/pods".into(), json.to_vec(), br#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"}}"#.to_vec(), 400),
+            ("POST", "/api/v1/namespaces/ns-0/pods".into(), vec![("Content-Type", ";;;")], b"{}".to_vec(), 415),
+            ("POST", "/api/v1/namespaces/nope/pods".into(), json.to_vec(), br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p3"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#.to_vec(), 404),
+            ("DELETE", "/api/v1/namespaces/default".into(), vec![], Vec::new(), 403),
+            ("GET", format!("/api/v1/namespaces/{}/pods/x/scale", d.namespace()), vec![], Vec::new(), 404),
+            ("GET", "/api/v1/pods?resourceVersionMatch=Bogus&resourceVersion=1".into(), vec![], Vec::new(), 422),
+            ("GET", "/api/v1/pods?resourceVersionMatch=NotOlderThan".into(), vec![], Vec::new(), 422),
+        ];
+        for (method, path, headers, body, want) in cases {
+            let (code, doc) = request(&url, method, &path, &headers, &body).await;
+            assert_eq!(code, want, "{method} {path} {}: {doc}", String::from_utf8_lossy(&body));
+            assert_eq!(doc["kind"], "Status", "{method} {path}: {doc}");
+        }
+        // A body nested past the decoder's limit: 400, and the server goes on.
+        let deep = format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"deep"}},"spec":{}{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        let (code, _) = request(&url, "POST", "/api/v1/namespaces/ns-0/pods", &json, deep.as_bytes()).await;
+        assert_eq!(code, 400);
+        // Table only: a Table.
+        let (code, t) = request(&url, "GET", "/api/v1/pods", &[("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")], b"").await;
+        assert_eq!((code, t["kind"].as_str()), (200, Some("Table")));
+        // A finalizer holds a delete: marked, then gone when the last finalizer goes.
+        let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"held","finalizers":["example.com/hold"]},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+        let (code, _) = request(&url, "POST", "/api/v1/namespaces/ns-1/pods", &json, body).await;
+        assert_eq!(code, 201);
+        let p = "/api/v1/namespaces/ns-1/pods/held";
+        let (code, held) = request(&url, "DELETE", p, &[], b"").await;
+        assert_eq!(code, 200);
+        assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+        let (code, _) = request(&url, "GET", p, &[], b"").await;
+        assert_eq!(code, 200, "still there");
+        let (code, _) = request(&url, "PATCH", p, &merge, br#"{"metadata":{"finalizers":null}}"#).await;
+        assert_eq!(code, 200);
+        let (code, _) = request(&url, "GET", p, &[], b"").await;
+        assert_eq!(code, 404, "deleted with its last finalizer");
+        // A Deployment's annotations count as a change of generation; a status writer may not
+        // change its labels.
+        let generation = |doc: &serde_json::Value| doc["metadata"]["generation"].as_i64().unwrap();
+        let (_, before) = request(&url, "GET", &d_path, &[], b"").await;
+        let (_, after) = request(&url, "PATCH", &d_path, &merge, br#"{"metadata":{"annotations":{"bump":"x"}}}"#).await;
+        assert_eq!(generation(&after), generation(&before) + 1);
+        let (code, st) = request(&url, "PATCH", &format!("{d_path}/status"), &merge, br#"{"metadata":{"labels":{"st":"1"}}}"#).await;
+        assert_eq!(code, 200);
+        assert!(st["metadata"]["labels"].get("st").is_none(), "{st}");
+        // status.podIP selects Pods that have only the old single field.
+        let (_, list) = request(&url, "GET", "/api/v1/pods?fieldSelector=status.podIP%3D10.244.2.8", &[], b"").await;
+        let n = list["items"].as_array().unwrap().len();
+        let (_, all) = request(&url, "GET", "/api/v1/pods", &[], b"").await;
+        let with_ip = all["items"].as_array().unwrap().iter().filter(|p| p["status"]["podIP"] == "10.244.2.8").count();
+        assert!(with_ip > 0);
+        assert_eq!(n, with_ip);
     });
     rt.block_on(server.shutdown());
 }

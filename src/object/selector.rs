@@ -110,7 +110,7 @@ fn is_name(s: &str) -> bool {
 }
 
 /// Lower-case RFC 1123 subdomain of at most 253 bytes (upstream `IsDNS1123Subdomain`).
-fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= MAX_PREFIX_LEN
         && s.split('.').all(|label| {
             let b = label.as_bytes();
@@ -123,14 +123,15 @@ fn is_dns_subdomain(s: &str) -> bool {
 }
 
 /// A label key: `[prefix/]name` (upstream `IsQualifiedName`, used by `validateLabelKey`).
-fn is_label_key(s: &str) -> bool {
+pub(crate) fn is_label_key(s: &str) -> bool {
     match s.split_once('/') {
         None => is_name(s),
         Some((prefix, name)) => !prefix.is_empty() && is_dns_subdomain(prefix) && is_name(name),
     }
 }
 
-fn is_label_value(s: &str) -> bool {
+/// A label value: empty, or a name of at most 63 bytes (upstream `IsValidLabelValue`).
+pub(crate) fn is_label_value(s: &str) -> bool {
     s.is_empty() || is_name(s)
 }
 

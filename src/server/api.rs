@@ -28,6 +28,8 @@ pub(crate) struct Api {
     /// The server's counters (shared by its resources).
     pub(crate) stats: Arc<ServerStats>,
     pub(crate) list_gvk: GroupVersionKind,
+    /// The server's `namespaces` (creates into a namespace that does not exist are refused).
+    pub(crate) namespaces: Option<SimServer>,
 }
 
 impl Api {

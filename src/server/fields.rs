@@ -152,6 +152,17 @@ impl FieldValues {
                     };
                     return (*f, c);
                 }
+                if *f == "status.podIP" {
+                    // `podIPs[0]`, or the older single `podIP` (a server fills one from the
+                    // other).
+                    let ip = text(lookup(&doc, &["status", "podIPs", "0", "ip"]), "");
+                    let ip = if ip.is_empty() {
+                        text(lookup(&doc, &["status", "podIP"]), "")
+                    } else {
+                        ip
+                    };
+                    return (*f, ip);
+                }
                 let (path, absent) = json_path(f);
                 (*f, text(lookup(&doc, path), absent))
             })
@@ -189,6 +200,7 @@ fn protobuf_doc(obj: &Object) -> Result<Value, DecodeError> {
                 "status": {
                     "phase": status.phase,
                     "podIPs": status.pod_ips.iter().map(|i| serde_json::json!({"ip": i.ip})).collect::<Vec<_>>(),
+                    "podIP": status.pod_ip,
                     "nominatedNodeName": status.nominated_node_name,
                 },
             })

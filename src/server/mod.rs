@@ -313,7 +313,15 @@ pub async fn serve_many(
             hold: hold.clone(),
             stats: stats.clone(),
             list_gvk,
+            namespaces: None,
         });
+    }
+    let namespaces = apis
+        .iter()
+        .find(|a| a.resource.group.is_empty() && a.resource.plural == "namespaces")
+        .map(|a| a.sim.clone());
+    for a in &mut apis {
+        a.namespaces.clone_from(&namespaces);
     }
     let listener = TcpListener::bind(addr)
         .await

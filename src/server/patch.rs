@@ -39,27 +39,49 @@ impl PatchType {
     }
 }
 
+/// Why a patch was not applied.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PatchError {
+    /// The body is not a patch of its type (400 on a real server).
+    Malformed(String),
+    /// The patch does not apply to the object (422).
+    Failed(String),
+}
+
 /// Applies `patch` (of type `t`) to `doc`.
 ///
 /// # Errors
-/// A message for a patch that is not valid JSON of its type or does not apply (a JSON patch
-/// `test` that fails, a path that does not exist).
-pub(crate) fn apply(t: PatchType, doc: &Value, patch: &[u8]) -> Result<Value, String> {
-    let p: Value = serde_json::from_slice(patch).map_err(|e| format!("invalid JSON: {e}"))?;
+/// [`PatchError::Malformed`] for a body that is not valid JSON of its type;
+/// [`PatchError::Failed`] for one that does not apply (a JSON patch `test` that fails, a path
+/// that does not exist, an unknown directive, a list element without its merge key).
+pub(crate) fn apply(t: PatchType, doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
+    let p: Value = serde_json::from_slice(patch)
+        .map_err(|e| PatchError::Malformed(format!("invalid JSON: {e}")))?;
     match t {
         PatchType::Merge => {
             if !p.is_object() {
-                return Err("a merge patch must be a JSON object".into());
+                return Err(PatchError::Malformed(
+                    "a merge patch must be a JSON object".into(),
+                ));
             }
             Ok(merge(doc.clone(), &p))
         }
         PatchType::Strategic => {
             if !p.is_object() {
-                return Err("a strategic merge patch must be a JSON object".into());
+                return Err(PatchError::Malformed(
+                    "a strategic merge patch must be a JSON object".into(),
+                ));
             }
-            Ok(strategic(doc.clone(), &p))
+            strategic(doc.clone(), &p).map_err(PatchError::Failed)
         }
-        PatchType::Json => json_patch(doc.clone(), &p),
+        PatchType::Json => {
+            if !p.is_array() {
+                return Err(PatchError::Malformed(
+                    "a JSON patch must be an array of operations".into(),
+                ));
+            }
+            json_patch(doc.clone(), &p).map_err(PatchError::Failed)
+        }
     }
 }
 
@@ -105,14 +127,21 @@ fn merge_key(field: &str) -> Option<&'static str> {
 }
 
 /// A strategic merge of `patch` into `target` (see the module docs).
-fn strategic(target: Value, patch: &Value) -> Value {
+fn strategic(target: Value, patch: &Value) -> Result<Value, String> {
     let Value::Object(p) = patch else {
-        return patch.clone();
+        return Ok(patch.clone());
     };
-    if p.get("$patch").and_then(Value::as_str) == Some("replace") {
-        let mut p = p.clone();
-        p.remove("$patch");
-        return Value::Object(p);
+    match p.get("$patch").map(|v| v.as_str()) {
+        None | Some(Some("merge")) => {}
+        Some(Some("replace")) => {
+            let mut p = p.clone();
+            p.remove("$patch");
+            return Ok(Value::Object(p));
+        }
+        Some(Some("delete")) => {
+            return Err("$patch: delete is only allowed in a list element".into());
+        }
+        Some(other) => return Err(format!("unknown patch type: {other:?} in $patch")),
     }
     let mut t = match target {
         Value::Object(m) => m,
@@ -128,6 +157,9 @@ fn strategic(target: Value, patch: &Value) -> Value {
             }
             continue;
         }
+        if k.starts_with('$') {
+            return Err(format!("unknown directive {k:?}"));
+        }
         if v.is_null() {
             t.remove(k);
             continue;
@@ -135,9 +167,9 @@ fn strategic(target: Value, patch: &Value) -> Value {
         let cur = t.remove(k).unwrap_or(Value::Null);
         let merged = match (cur, v, merge_key(k)) {
             (Value::Array(cur), Value::Array(items), Some(key)) => {
-                Value::Array(merge_list(cur, items, key))
+                Value::Array(merge_list(cur, items, key)?)
             }
-            (cur, v @ Value::Object(_), _) => strategic(cur, v),
+            (cur, v @ Value::Object(_), _) => strategic(cur, v)?,
             (_, v, _) => v.clone(),
         };
         t.insert(k.clone(), merged);
@@ -145,16 +177,16 @@ fn strategic(target: Value, patch: &Value) -> Value {
     if let Some(Value::Array(keep)) = p.get("$retainKeys") {
         t.retain(|k, _| keep.iter().any(|x| x.as_str() == Some(k)));
     }
-    Value::Object(t)
+    Ok(Value::Object(t))
 }
 
 /// Merges list `items` into `cur` element by element on `key`.
-fn merge_list(mut cur: Vec<Value>, items: &[Value], key: &str) -> Vec<Value> {
+fn merge_list(mut cur: Vec<Value>, items: &[Value], key: &str) -> Result<Vec<Value>, String> {
     for item in items {
         let Some(id) = item.get(key).cloned() else {
-            // An element without the key cannot be matched: appended as is.
-            cur.push(item.clone());
-            continue;
+            return Err(format!(
+                "map: {item} does not contain declared merge key: {key}"
+            ));
         };
         let at = cur.iter().position(|c| c.get(key) == Some(&id));
         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
@@ -165,18 +197,18 @@ fn merge_list(mut cur: Vec<Value>, items: &[Value], key: &str) -> Vec<Value> {
             (None, true) => {}
             (Some(i), false) => {
                 let old = std::mem::take(&mut cur[i]);
-                cur[i] = strategic(old, item);
+                cur[i] = strategic(old, item)?;
             }
             (None, false) => {
                 let mut item = item.clone();
                 if let Value::Object(m) = &mut item {
                     m.remove("$patch");
                 }
-                cur.push(item);
+                cur.push(strategic(Value::Null, &item)?);
             }
         }
     }
-    cur
+    Ok(cur)
 }
 
 /// The path segments of an RFC 6901 JSON pointer.
@@ -319,8 +351,14 @@ mod tests {
             apply(PatchType::Merge, &doc, p).unwrap(),
             json!({"a": "z", "c": {"d": "e", "h": 1}, "l": [3]})
         );
-        assert!(apply(PatchType::Merge, &doc, b"[1]").is_err());
-        assert!(apply(PatchType::Merge, &doc, b"{").is_err());
+        assert!(matches!(
+            apply(PatchType::Merge, &doc, b"[1]"),
+            Err(PatchError::Malformed(_))
+        ));
+        assert!(matches!(
+            apply(PatchType::Merge, &doc, b"{"),
+            Err(PatchError::Malformed(_))
+        ));
     }
 
     #[test]
@@ -356,6 +394,20 @@ mod tests {
             apply(PatchType::Strategic, &doc, retain).unwrap(),
             json!({"spec": {"args": ["z"]}})
         );
+        for bad in [
+            &br#"{"spec": {"$patch": "frob"}}"#[..],
+            br#"{"spec": {"containers": [{"image": "nameless"}]}}"#,
+            br#"{"spec": {"$bogus": 1}}"#,
+        ] {
+            assert!(
+                matches!(
+                    apply(PatchType::Strategic, &doc, bad),
+                    Err(PatchError::Failed(_))
+                ),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

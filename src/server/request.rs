@@ -84,6 +84,8 @@ impl Api {
         let meta_only = partial_metadata(accept);
         let enc = match meta_only {
             Some(e) => e,
+            // A client that takes only Tables (no plain type after them) is answered in JSON.
+            None if table(accept) => Encoding::Json,
             None => match self.encoding(accept) {
                 Ok(e) => e,
                 Err(r) => return *r,
@@ -114,6 +116,7 @@ impl Api {
             (Some(name), Some("status")) => {
                 return self.get(target.namespace, name, enc, meta_only);
             }
+            (Some(_), Some(_)) if !super::write::scalable(self) => return not_found(enc),
             (Some(name), Some(_)) => {
                 let key = crate::object::ObjectKey::new(target.namespace.unwrap_or(""), name);
                 return match self.scale_doc(&key) {
@@ -198,6 +201,25 @@ impl Api {
             Some(Ok(l)) => Some(l),
             Some(Err(_)) => return error_response(&bad_request("invalid limit"), enc),
         };
+        // ListOptions validation (upstream `ValidateListOptions`).
+        let rv_match = q("resourceVersionMatch").filter(|s| !s.is_empty());
+        let rv = q("resourceVersion").unwrap_or("");
+        let rv_problem = match rv_match {
+            None => None,
+            Some("NotOlderThan" | "Exact") if rv.is_empty() => Some(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".to_owned(),
+            ),
+            Some("Exact") if rv == "0" => Some(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".to_owned(),
+            ),
+            Some("NotOlderThan" | "Exact") => None,
+            Some(other) => Some(format!(
+                "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+            )),
+        };
+        if let Some(m) = rv_problem {
+            return error_response(&failure(422, "Invalid", m), enc);
+        }
         let opts = ListOptions {
             resource_version: q("resourceVersion").map(str::to_owned),
             resource_version_match: q("resourceVersionMatch")

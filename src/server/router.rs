@@ -128,15 +128,12 @@ impl Router {
                 Ok(api) => api.inject(query),
                 Err(r) => *r,
             },
-            (["informer", "v1", "rate"], _) if post => match self.control_target(query) {
-                Ok(api) => api.set_rate(query),
-                Err(r) => *r,
-            },
+            // Without `resource=`, the flood drivers of every resource.
+            (["informer", "v1", "rate"], _) if post => {
+                self.each_driver(query, |api| api.set_rate(query))
+            }
             (["informer", "v1", action @ ("pause" | "resume")], _) if post => {
-                match self.control_target(query) {
-                    Ok(api) => api.pause(*action == "pause"),
-                    Err(r) => *r,
-                }
+                self.each_driver(query, |api| api.pause(*action == "pause"))
             }
             (["informer", "v1", "stats"], true) => match self.control_target(query) {
                 Ok(api) => api.stats_doc(),
@@ -171,6 +168,36 @@ impl Router {
             .peekable();
         let first = in_gv.peek().copied();
         in_gv.find(|a| a.target(rest).is_some()).or(first)
+    }
+
+    /// `f` on the resource `resource=<plural>` names, or on every resource when none is named
+    /// (the answer then lists every driver's state, or is the first error).
+    fn each_driver(
+        &self,
+        query: &[(String, String)],
+        f: impl Fn(&Api) -> Response<ResponseBody>,
+    ) -> Response<ResponseBody> {
+        if query.iter().any(|(k, _)| k == "resource") {
+            return match self.control_target(query) {
+                Ok(api) => f(api),
+                Err(r) => *r,
+            };
+        }
+        for api in &self.apis {
+            let r = f(api);
+            if !r.status().is_success() {
+                return r;
+            }
+        }
+        let drivers: Vec<serde_json::Value> = self
+            .apis
+            .iter()
+            .map(|a| {
+                let d = a.sim.drive_state();
+                serde_json::json!({"resource": a.resource.plural, "rate": d.rate, "paused": d.paused})
+            })
+            .collect();
+        json_response(StatusCode::OK, &serde_json::json!({ "drivers": drivers }))
     }
 
     /// The resource a control request is about: `resource=<plural>` in the query, or the

@@ -31,7 +31,7 @@ fn status(s: crate::object::ApiStatus) -> ApiError {
 }
 
 /// Whether the kind has a `scale` subresource here.
-fn scalable(api: &Api) -> bool {
+pub(super) fn scalable(api: &Api) -> bool {
     api.resource.group == "apps"
         && matches!(
             api.resource.plural.as_str(),
@@ -62,6 +62,15 @@ impl Api {
                 if self.resource.namespaced && target.namespace.is_none() {
                     return method_not_allowed(method, enc);
                 }
+                // The NamespaceLifecycle admission plugin's rule.
+                if let (Some(ns), Some(sim)) = (target.namespace, &self.namespaces)
+                    && sim.get(&ObjectKey::new("", ns)).is_none()
+                {
+                    return error_response(
+                        &failure(404, "NotFound", format!("namespaces \"{ns}\" not found")),
+                        enc,
+                    );
+                }
                 self.decode_body(body, content_type)
                     .and_then(|o| self.sim.create_object(namespace, &o))
                     .map(|o| (StatusCode::CREATED, o))
@@ -87,6 +96,20 @@ impl Api {
                 self.patch(&key, part, body, content_type)
                     .map(|o| (StatusCode::OK, o))
             }
+            ("DELETE", Some(name @ ("default" | "kube-system" | "kube-public")), None)
+                if self.resource.group.is_empty() && self.resource.plural == "namespaces" =>
+            {
+                return error_response(
+                    &failure(
+                        403,
+                        "Forbidden",
+                        format!(
+                            "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+                        ),
+                    ),
+                    enc,
+                );
+            }
             ("DELETE", Some(name), None) => {
                 let key = ObjectKey::new(namespace, name);
                 delete_options(body)
@@ -111,21 +134,18 @@ impl Api {
     /// A request body as an object this simulator can store: JSON for a JSON simulator;
     /// protobuf, or JSON whose members but metadata are a template's, for a protobuf one.
     fn decode_body(&self, body: &Bytes, content_type: Option<&str>) -> Result<Object, ApiError> {
-        let ct = content_type
-            .unwrap_or("")
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim();
+        // No Content-Type: the body says what it is (protobuf's magic, or JSON).
+        let ct = content_type.map(|c| c.split(';').next().unwrap_or("").trim());
         if !matches!(
             ct,
-            "" | "application/json" | "application/vnd.kubernetes.protobuf" | "*/*"
+            None | Some("application/json" | "application/vnd.kubernetes.protobuf" | "*/*")
         ) {
             return Err(status(failure(
                 415,
                 "UnsupportedMediaType",
                 format!(
-                    "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {ct:?})"
+                    "the body of the request was in an unknown format - accepted media types include: application/json, application/vnd.kubernetes.protobuf (got {:?})",
+                    ct.unwrap_or("")
                 ),
             )));
         }
@@ -207,7 +227,7 @@ impl Api {
         loop {
             tries += 1;
             let (_, doc) = self.current_json(key)?;
-            let patched = patch::apply(t, &doc, body).map_err(|e| status(invalid(e)))?;
+            let patched = patch::apply(t, &doc, body).map_err(patch_error)?;
             let obj = self.patched_object(&patched)?;
             match self.sim.replace_object(key, &obj, part) {
                 Err(ApiError::Status(s)) if s.code == 409 && !pinned && tries < PATCH_TRIES => {}
@@ -273,7 +293,7 @@ impl Api {
         let current = self.scale_doc(key)?;
         let scale = if *method == Method::PATCH {
             let t = patch_type(content_type)?;
-            patch::apply(t, &current, body).map_err(|e| status(invalid(e)))?
+            patch::apply(t, &current, body).map_err(patch_error)?
         } else {
             serde_json::from_slice(body).map_err(|e| {
                 status(bad_request(format!(
@@ -332,6 +352,14 @@ impl Api {
             meta.resource_version = rv.into();
         }
         obj.with_meta(meta).map_err(decode_err)
+    }
+}
+
+/// A patch that was not applied: 400 for a malformed one, 422 for one that does not apply.
+fn patch_error(e: patch::PatchError) -> ApiError {
+    match e {
+        patch::PatchError::Malformed(m) => status(bad_request(m)),
+        patch::PatchError::Failed(m) => status(invalid(m)),
     }
 }
 

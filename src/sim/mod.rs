@@ -27,6 +27,7 @@ mod state;
 pub(crate) mod status;
 mod templates;
 mod truth;
+mod validate;
 mod variants;
 mod vary;
 mod watch;

@@ -160,6 +160,18 @@ impl Rest {
         }
     }
 
+    /// Sets `spec.finalizers` when the object has none (JSON only: the built-in namespaces).
+    pub(crate) fn default_finalizers(&mut self, finalizers: &[&str]) {
+        if let Rest::Json(m) = self {
+            let spec = m.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(spec) = spec
+                && !spec.contains_key("finalizers")
+            {
+                spec.insert("finalizers".into(), finalizers.iter().copied().collect());
+            }
+        }
+    }
+
     /// The bytes the simulator's codec writes after the metadata.
     ///
     /// # Errors

@@ -139,6 +139,8 @@ pub(crate) struct State {
     /// Every change up to this resourceVersion has left the history window.
     pub(crate) compacted: u64,
     pub(super) rng: SimRng,
+    /// uids, seeded per resource so that two simulators of one seed never share one.
+    pub(super) uids: SimRng,
     /// Counter for generated names.
     seq: u64,
     /// Changes made since the server started.
@@ -173,6 +175,11 @@ impl State {
             log: VecDeque::new(),
             compacted: cfg.start_resource_version,
             rng: SimRng::new(cfg.seed),
+            uids: SimRng::new(
+                cfg.resource
+                    .bytes()
+                    .fold(cfg.seed, |h, b| mix(h ^ u64::from(b))),
+            ),
             seq: 0,
             events: 0,
             watchers: HashMap::new(),
@@ -218,7 +225,7 @@ impl State {
         } else {
             namespace.into()
         };
-        m.uid = self.rng.uuid().into();
+        m.uid = self.uids.uuid().into();
         m.generation = Some(1);
         m.creation_timestamp = Some(Time {
             seconds: BASE_TIME + (self.rv + 1) as i64,

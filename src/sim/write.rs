@@ -14,6 +14,7 @@ use super::rest::{Part, Rest, split};
 use super::server::SimServer;
 use super::state::{Rec, State};
 use super::status::{self, MODIFIED, bad_request, conflict, invalid};
+use super::validate::validate;
 use crate::object::{ApiStatus, Object, ObjectKey, ObjectMeta, Str, Time, WatchEventType};
 use crate::reflector::ApiError;
 
@@ -53,6 +54,13 @@ fn now() -> Time {
     }
 }
 
+/// A body that does not decode as its kind: 400, as a server's decoder answers.
+fn undecodable(e: crate::object::DecodeError) -> ApiError {
+    status_err(bad_request(format!(
+        "the request body does not decode: {e}"
+    )))
+}
+
 fn status_err(s: ApiStatus) -> ApiError {
     ApiError::Status(s)
 }
@@ -77,9 +85,13 @@ impl SimServer {
     fn check_kind(&self, obj: &Object) -> Result<(), ApiError> {
         let want = self.gvk();
         let got = obj.gvk();
-        if (!got.kind.is_empty() && got.kind != want.kind)
-            || (!got.version.is_empty() && (got.group != want.group || got.version != want.version))
-        {
+        if !got.kind.is_empty() && got.kind != want.kind {
+            return Err(status_err(bad_request(format!(
+                "the kind in the data ({}) does not match the kind of the resource ({})",
+                got.kind, want.kind
+            ))));
+        }
+        if !got.version.is_empty() && (got.group != want.group || got.version != want.version) {
             return Err(status_err(bad_request(format!(
                 "the API version in the data ({}) does not match the expected API version ({})",
                 got.api_version(),
@@ -110,7 +122,7 @@ impl SimServer {
     /// without a name; 415 for a body in the other encoding.
     pub fn create_object(&self, namespace: &str, obj: &Object) -> Result<Arc<Object>, ApiError> {
         self.check_kind(obj)?;
-        let (mut meta, mut rest) = split(obj).map_err(ApiError::from)?;
+        let (mut meta, mut rest) = split(obj).map_err(undecodable)?;
         let namespaced = !self.templates_cluster_scoped();
         if namespaced {
             if !meta.namespace.is_empty() && *meta.namespace != *namespace {
@@ -143,7 +155,7 @@ impl SimServer {
             if st.objects.contains_key(&key) {
                 return Ok(Err(status::already_exists(&qualified, &meta.name)));
             }
-            meta.uid = st.rng.uuid().into();
+            meta.uid = st.uids.uuid().into();
             meta.creation_timestamp = Some(now());
             meta.generation = Some(1);
             meta.deletion_timestamp = None;
@@ -153,7 +165,17 @@ impl SimServer {
                 ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
                     rest.reset_status(None);
                 }
+                ("", "Namespace") => {
+                    // The namespace strategy's defaults.
+                    meta.labels
+                        .insert("kubernetes.io/metadata.name".into(), meta.name.clone());
+                    rest.reset_status(Some("Active"));
+                    rest.default_finalizers(&["kubernetes"]);
+                }
                 _ => {}
+            }
+            if let Err(s) = validate(&gvk, &meta, &rest, None) {
+                return Ok(Err(s));
             }
             st.write(cfg, WatchEventType::Added, meta, &rest, 0, None)
                 .map(Ok)
@@ -177,7 +199,7 @@ impl SimServer {
         target: WriteTarget,
     ) -> Result<Arc<Object>, ApiError> {
         self.check_kind(obj)?;
-        let (new_meta, new_rest) = split(obj).map_err(ApiError::from)?;
+        let (new_meta, new_rest) = split(obj).map_err(undecodable)?;
         if (!new_meta.name.is_empty() && *new_meta.name != *key.name())
             || (!new_meta.namespace.is_empty() && *new_meta.namespace != *key.namespace())
         {
@@ -188,6 +210,7 @@ impl SimServer {
             ))));
         }
         let qualified = self.qualified();
+        let gvk = self.gvk().clone();
         let r = self.change(|st, cfg| {
             let Some(prev) = st.objects.get(key).cloned() else {
                 return Ok(Err(status::not_found(&qualified, key.name())));
@@ -209,7 +232,7 @@ impl SimServer {
                     ),
                 )));
             }
-            let (mut meta, mut rest) = match target {
+            let (mut meta, rest) = match target {
                 WriteTarget::Main => {
                     let mut rest = new_rest.clone();
                     rest.take(&old_rest, Part::Status);
@@ -218,24 +241,36 @@ impl SimServer {
                 WriteTarget::Status => {
                     let mut rest = old_rest.clone();
                     rest.take(&new_rest, Part::Status);
-                    let mut meta = old_meta.clone();
-                    meta.labels.clone_from(&new_meta.labels);
-                    meta.annotations.clone_from(&new_meta.annotations);
+                    // A status writer may change annotations, and (but for Deployments) labels;
+                    // never owner references (upstream's status strategies).
+                    let mut meta = new_meta.clone();
+                    meta.owner_references.clone_from(&old_meta.owner_references);
+                    if gvk.group == "apps" {
+                        meta.labels.clone_from(&old_meta.labels);
+                    }
                     (meta, rest)
                 }
             };
             keep_system_fields(&mut meta, &old_meta);
             let generation = old_meta.generation.unwrap_or(1);
-            meta.generation = Some(if rest.same(&old_rest, Part::Spec) {
-                generation
-            } else {
-                generation + 1
-            });
+            // Deployments also count annotation changes (they are copied to ReplicaSets).
+            let annotations_count = gvk.group == "apps" && gvk.kind == "Deployment";
+            let bump = !rest.same(&old_rest, Part::Spec)
+                || (annotations_count
+                    && target == WriteTarget::Main
+                    && meta.annotations != old_meta.annotations);
+            meta.generation = Some(if bump { generation + 1 } else { generation });
             if rest == old_rest && same_meta(&meta, &old_meta) {
                 // A no-op update: no new resourceVersion, no event (as upstream).
                 return Ok(Ok(prev));
             }
-            rest = rest.clone();
+            if let Err(s) = validate(&gvk, &meta, &rest, Some(&old_rest)) {
+                return Ok(Err(s));
+            }
+            if meta.deletion_timestamp.is_some() && meta.finalizers.is_empty() {
+                // The last finalizer of an object being deleted is gone: it is deleted now.
+                return st.delete(cfg, key).map(Ok);
+            }
             st.write(
                 cfg,
                 WatchEventType::Modified,
@@ -250,8 +285,9 @@ impl SimServer {
     }
 
     /// Deletes `key` (DELETE) after checking `pre`; returns the object as the DELETED event
-    /// carries it. Deletion is immediate: grace periods and finalizers are not honoured (as
-    /// with `--grace-period=0 --force` on a cluster without controllers).
+    /// carries it. An object with finalizers is marked instead (`deletionTimestamp`, a MODIFIED
+    /// event) and deleted by the update that removes its last finalizer; otherwise deletion is
+    /// immediate (grace periods are not honoured, as with `--grace-period=0 --force`).
     ///
     /// # Errors
     /// 404 NotFound; 409 Conflict when a precondition does not hold.
@@ -289,6 +325,20 @@ impl SimServer {
                         old.resource_version()
                     ),
                 )));
+            }
+            if !old.meta().finalizers.is_empty() {
+                // Finalizers hold the object: it is marked for deletion (once) and stays until
+                // an update removes the last one.
+                if old.meta().deletion_timestamp.is_some() {
+                    return Ok(Ok(prev));
+                }
+                let (mut meta, rest) = split(&old)?;
+                meta.deletion_timestamp = Some(now());
+                meta.deletion_grace_period_seconds = Some(0);
+                meta.resource_version = Str::default();
+                return st
+                    .write(cfg, WatchEventType::Modified, meta, &rest, prev.template, Some(prev))
+                    .map(Ok);
             }
             st.delete(cfg, key).map(Ok)
         });
