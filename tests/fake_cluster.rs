@@ -629,6 +629,9 @@ fn protobuf_deployments_keep_a_json_form_through_status_writes() {
     rt.block_on(server.shutdown());
 }
 
+/// One request of a table of cases: method, path, headers, body, the code it must get.
+type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, Vec<u8>, u16);
+
 /// `method path` with `body` (`content_type`, if any) to the server at `url`; the status code
 /// and the body parsed as JSON (`Null` when it is not JSON).
 async fn request(
@@ -714,7 +717,7 @@ fn invalid_writes_get_a_real_servers_answers_and_finalizers_hold_deletes() {
         let d_path = format!("/apis/apps/v1/namespaces/{}/deployments/{}", d.namespace(), d.name());
         let merge = [("Content-Type", "application/merge-patch+json")];
         let json = [("Content-Type", "application/json")];
-        let cases: Vec<(&str, String, Vec<(&str, &str)>, Vec<u8>, u16)> = vec![
+        let cases: Vec<Case<'_>> = vec![
             ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"replicas":"abc"}}"#.to_vec(), 422),
             ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"replicas":-3}}"#.to_vec(), 422),
             ("PATCH", d_path.clone(), merge.to_vec(), br#"{"spec":{"selector":{"matchLabels":{"zzz":"1"}}}}"#.to_vec(), 422),
