@@ -133,7 +133,16 @@ impl Api {
                 .find(|(n, _)| n == k)
                 .map(|(_, v)| v.as_str())
         };
-        let watch = target.watch_prefix || matches!(q("watch"), Some("true" | "1"));
+        let watch = match q("watch") {
+            None | Some("" | "false" | "0") => target.watch_prefix,
+            Some("true" | "1") => true,
+            Some(other) => {
+                return error_response(
+                    &bad_request(format!("invalid value for watch: {other:?}")),
+                    enc,
+                );
+            }
+        };
         // A named watch is a watch on the collection with metadata.name=<name>.
         let mut field_selector = q("fieldSelector").unwrap_or("").to_owned();
         if let (true, Some(name)) = (watch, target.name) {

@@ -224,15 +224,18 @@ impl Codec {
                 out.extend_from_slice(rv.as_bytes());
                 out.extend_from_slice(b"\",\"generation\":");
                 out.extend_from_slice(d.generation.to_string().as_bytes());
-                out.extend_from_slice(b",\"labels\":{");
-                out.extend_from_slice(d.labels);
-                if let Some(v) = d.version {
-                    self.put_label(&mut out, VERSION_LABEL, v);
+                // No labels: no member (as a real server writes it).
+                if !d.labels.is_empty() || d.version.is_some() {
+                    out.extend_from_slice(b",\"labels\":{");
+                    out.extend_from_slice(d.labels);
+                    if let Some(v) = d.version {
+                        self.put_label(&mut out, VERSION_LABEL, v);
+                    }
+                    if out.last() == Some(&b',') {
+                        out.pop();
+                    }
+                    out.push(b'}');
                 }
-                if out.last() == Some(&b',') {
-                    out.pop();
-                }
-                out.push(b'}');
             }
         }
         out
