@@ -33,6 +33,15 @@ pub(crate) struct Api {
 }
 
 impl Api {
+    /// Whether the kind has a `scale` subresource here (the scalable apps kinds).
+    pub(super) fn scalable(&self) -> bool {
+        self.resource.group == "apps"
+            && matches!(
+                self.resource.plural.as_str(),
+                "deployments" | "replicasets" | "statefulsets"
+            )
+    }
+
     /// The encoding of this request's answer, or a 406 response.
     pub(super) fn encoding(
         &self,

@@ -116,7 +116,7 @@ impl Api {
             (Some(name), Some("status")) => {
                 return self.get(target.namespace, name, enc, meta_only);
             }
-            (Some(_), Some(_)) if !super::write::scalable(self) => return not_found(enc),
+            (Some(_), Some(_)) if !self.scalable() => return not_found(enc),
             (Some(name), Some(_)) => {
                 let key = crate::object::ObjectKey::new(target.namespace.unwrap_or(""), name);
                 return match self.scale_doc(&key) {

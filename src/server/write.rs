@@ -30,15 +30,6 @@ fn status(s: crate::object::ApiStatus) -> ApiError {
     ApiError::Status(s)
 }
 
-/// Whether the kind has a `scale` subresource here.
-pub(super) fn scalable(api: &Api) -> bool {
-    api.resource.group == "apps"
-        && matches!(
-            api.resource.plural.as_str(),
-            "deployments" | "replicasets" | "statefulsets"
-        )
-}
-
 impl Api {
     /// Answers a write to `target` (a collection for POST, an object or its subresource
     /// otherwise).
@@ -116,7 +107,7 @@ impl Api {
                     .and_then(|pre| self.sim.delete_object(&key, &pre))
                     .map(|o| (StatusCode::OK, o))
             }
-            ("PUT" | "PATCH", Some(name), Some("scale")) if scalable(self) => {
+            ("PUT" | "PATCH", Some(name), Some("scale")) if self.scalable() => {
                 let key = ObjectKey::new(namespace, name);
                 return match self.write_scale(method, &key, body, content_type) {
                     Ok(doc) => json_response(StatusCode::OK, &doc),

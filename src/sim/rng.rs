@@ -31,6 +31,12 @@ impl SimRng {
     }
 
     /// A random version-4 UUID string.
+    /// A generator for the objects of `resource` (its plural), distinct per resource for one
+    /// `seed`.
+    pub(crate) fn for_resource(seed: u64, resource: &str) -> Self {
+        SimRng::new(resource.bytes().fold(seed, |h, b| mix(h ^ u64::from(b))))
+    }
+
     pub(crate) fn uuid(&mut self) -> String {
         let a = self.next_u64();
         let b = self.next_u64();

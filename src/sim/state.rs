@@ -175,11 +175,7 @@ impl State {
             log: VecDeque::new(),
             compacted: cfg.start_resource_version,
             rng: SimRng::new(cfg.seed),
-            uids: SimRng::new(
-                cfg.resource
-                    .bytes()
-                    .fold(cfg.seed, |h, b| mix(h ^ u64::from(b))),
-            ),
+            uids: SimRng::for_resource(cfg.seed, &cfg.resource),
             seq: 0,
             events: 0,
             watchers: HashMap::new(),
