@@ -184,11 +184,12 @@ impl SimServer {
     }
 
     /// Replaces `key` with `obj` (PUT), as a real server does: `metadata.resourceVersion`, when
-    /// set, must be the current one (else 409 Conflict), as must `metadata.uid`; uid,
-    /// `creationTimestamp` and (for [`WriteTarget::Main`]) `status` are kept, (for
-    /// [`WriteTarget::Status`]) everything but `status`, labels and annotations; `generation`
-    /// goes up by one when `spec` changed. Returns the object as stored (a MODIFIED event
-    /// carries it).
+    /// set, must be the current one (else 409 Conflict), as must `metadata.uid`; uid and
+    /// `creationTimestamp` are kept, and for [`WriteTarget::Main`] the stored `status`, for
+    /// [`WriteTarget::Status`] the stored spec, owner references and (apps kinds) labels;
+    /// `generation` goes up by one when `spec` changed (for Deployments also annotations); the
+    /// result is validated (422); an object being deleted whose last finalizer goes is deleted.
+    /// Returns the object as stored (a MODIFIED or DELETED event carries it).
     ///
     /// # Errors
     /// 404 NotFound; 409 Conflict; 400 for a name or namespace other than the path's.
