@@ -321,6 +321,30 @@ fn kubectl_apply_patch_scale_rollout_status_describe_and_delete() {
     ] {
         assert!(described.contains(want), "{want:?} in {described}");
     }
+    // kubectl's typed create sends protobuf: this JSON server converts it.
+    assert!(
+        k(&[
+            "create",
+            "deployment",
+            "typed",
+            "-n",
+            "ns-1",
+            "--image=typed:1"
+        ])
+        .contains("created")
+    );
+    assert_eq!(
+        k(&[
+            "get",
+            "deploy",
+            "-n",
+            "ns-1",
+            "typed",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}"
+        ]),
+        "typed:1"
+    );
     assert!(k(&["delete", "deploy", "-n", "ns-1", "web"]).contains("deleted"));
     let gone = command(&kubectl, &url, &kc)
         .args(["get", "deploy", "-n", "ns-1", "web"])
@@ -428,6 +452,39 @@ fn the_simulated_cluster_is_coherent_for_kubectl() {
             other => panic!("unexpected status {other}: {line}"),
         }
     }
+    // Writes to the protobuf server in JSON that change a template's spec (a strategic merge
+    // patch), and a typed create (protobuf) of a Deployment no template has, read back as
+    // JSON: both through the Kubernetes schema.
+    assert!(k(&["set", "image", "-n", &ns, &d, "*=web:9"]).contains("image updated"));
+    let jp = |d: &str, path: &str| k(&["get", "-n", &ns, d, "-o", &format!("jsonpath={{{path}}}")]);
+    assert_eq!(jp(&d, ".metadata.generation"), "2");
+    for image in jp(&d, ".spec.template.spec.containers[*].image").split_whitespace() {
+        assert_eq!(image, "web:9");
+    }
+    let typed: k8s_pb::api::apps::v1::Deployment = deployments.get(&key).unwrap().decode().unwrap();
+    let pod = typed.spec.unwrap().template.unwrap().spec.unwrap();
+    assert!(
+        pod.containers
+            .iter()
+            .all(|c| c.image.as_deref() == Some("web:9"))
+    );
+    assert!(
+        k(&[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            &ns,
+            "--image=nginx:1",
+            "--replicas=2"
+        ])
+        .contains("created")
+    );
+    assert_eq!(
+        jp("deploy/web", ".spec.template.spec.containers[0].image"),
+        "nginx:1"
+    );
+    assert_eq!(jp("deploy/web", ".spec.replicas"), "2");
     std::fs::remove_file(&kc).ok();
     rt.block_on(server.shutdown());
 }

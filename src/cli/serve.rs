@@ -32,10 +32,9 @@ pub(crate) struct ServeArgs {
     /// for the Deployments and Pods of one simulated cluster.
     #[arg(long, value_enum, default_values_t = [Template::HeadPod])]
     template: Vec<Template>,
-    /// How objects are kept and served: protobuf (JSON clients get them through the
-    /// fixtures' JSON twins; JSON writes may change only metadata) or JSON (any JSON write;
-    /// protobuf clients get 406 and fall back to JSON). A fake cluster that controllers and
-    /// kubectl write to wants `json`.
+    /// How objects are kept and served: protobuf (JSON clients get them converted, through
+    /// the fixtures' JSON twins or the Kubernetes schema) or JSON (protobuf clients get 406
+    /// and fall back to JSON). Writes are taken in either encoding and converted.
     #[arg(long, value_enum, default_value_t = super::sim_args::Format::Protobuf)]
     format: super::sim_args::Format,
     /// Seed of the simulators (the same for each, so that the Pods of `pod-states` belong to
@@ -105,15 +104,9 @@ async fn run_async(args: &ServeArgs) -> Result<(), String> {
         let sim = SimServer::new(config).map_err(|e| e.to_string())?;
         args.sim.arm(&sim);
         let mut config = ServerConfig::default();
-        match twins {
-            // A varied Pod's fields match no template: it has no JSON twin, and JSON requests
-            // get 406 Not Acceptable.
-            Some(_) if args.sim.vary => eprintln!(
-                "note: --vary with the protobuf template {template:?}: served as protobuf only \
-                 (JSON requests get 406)"
-            ),
-            Some(t) => config = config.json_twins(t),
-            None => {}
+        // A varied Pod matches no twin: JSON clients get it converted by the schema.
+        if let Some(t) = twins {
+            config = config.json_twins(t);
         }
         served.push((sim.clone(), config));
         sims.push((sim, template, nth(&args.rate, i)));

@@ -152,8 +152,7 @@ pub(crate) struct SimFlags {
     pub(crate) no_watch_list: bool,
     /// Give every Pod its own spec and status, varied as a real cluster's differ (node, Pod
     /// IP, images and tags, env values, container IDs, timestamps, container and volume
-    /// counts), instead of its template's bytes (Pod templates only; protobuf templates are
-    /// then served as protobuf only).
+    /// counts), instead of its template's bytes (Pod templates only).
     #[arg(long)]
     pub(crate) vary: bool,
     /// Standing fault: every watch stream ends cleanly after this many events.

@@ -11,7 +11,7 @@ use super::discovery::ServedResource;
 use super::negotiate::negotiate;
 use super::response::{ResponseBody, error_response};
 use super::stats::ServerStats;
-use super::transcode::JsonTranscoder;
+use super::transcode::{JsonTranscoder, TranscodeError};
 use crate::object::{Encoding, GroupVersionKind, Object};
 use crate::reflector::ApiError;
 use crate::sim::SimServer;
@@ -47,13 +47,13 @@ impl Api {
         &self,
         accept: Option<&str>,
     ) -> Result<Encoding, Box<Response<ResponseBody>>> {
-        negotiate(accept, self.sim.encoding(), self.json.is_some()).ok_or_else(|| {
+        negotiate(accept, self.sim.encoding(), self.has_json()).ok_or_else(|| {
             let s = failure(
                 406,
                 "NotAcceptable",
                 format!(
                     "only the following media types are accepted: {}",
-                    match (self.sim.encoding(), self.json.is_some()) {
+                    match (self.sim.encoding(), self.has_json()) {
                         (Encoding::Protobuf, true) =>
                             "application/json, application/vnd.kubernetes.protobuf",
                         (Encoding::Protobuf, false) => "application/vnd.kubernetes.protobuf",
@@ -65,14 +65,20 @@ impl Api {
         })
     }
 
-    /// An object as a JSON document: as it is, or through the JSON twins; a 406 `Status`
-    /// for a protobuf simulator without twins.
+    /// Whether objects of this resource have a JSON form: JSON objects, or protobuf ones
+    /// with a transcoder (twins, or the Kubernetes schema).
+    pub(super) fn has_json(&self) -> bool {
+        self.json.is_some()
+    }
+
+    /// An object as a JSON document: as it is, or through the transcoder (the JSON twins, or
+    /// the Kubernetes schema); a 406 `Status` for a protobuf simulator without one.
     pub(super) fn object_json(&self, o: &Object) -> Result<Bytes, ApiError> {
+        let internal =
+            |e: TranscodeError| ApiError::Status(failure(500, "InternalError", e.to_string()));
         match (&self.json, o.encoding()) {
             (_, Encoding::Json) => Ok(o.raw()?),
-            (Some(t), _) => t
-                .to_json(o)
-                .map_err(|e| ApiError::Status(failure(500, "InternalError", e.to_string()))),
+            (Some(t), _) => t.to_json(o).map_err(internal),
             (None, _) => Err(ApiError::Status(failure(
                 406,
                 "NotAcceptable",

@@ -14,6 +14,7 @@ mod get;
 mod list;
 mod negotiate;
 mod patch;
+mod proto_json;
 mod request;
 mod response;
 mod router;
@@ -286,6 +287,13 @@ pub async fn serve_many(
     for (sim, config) in resources {
         let json = match &config.json_twins {
             Some(twins) => Some(JsonTranscoder::new(&sim.config().templates, twins)?),
+            // Without twins, JSON clients of a protobuf simulator get its objects converted by
+            // the Kubernetes schema, for the kinds it knows.
+            None if sim.encoding() == crate::object::Encoding::Protobuf
+                && proto_json::message_for(sim.gvk()).is_some() =>
+            {
+                Some(JsonTranscoder::schema_only(sim.gvk().clone()))
+            }
             None => None,
         };
         let resource = config

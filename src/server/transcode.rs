@@ -6,7 +6,9 @@
 //! a fixture's fields with fresh metadata, and the fixtures come in pairs (`core.v1.Pod.pb` and
 //! `core.v1.Pod.json` describe the same object), so each template's non-metadata fields are
 //! taken once from its JSON twin and each object's metadata is rendered from its decoded
-//! [`ObjectMeta`]. An object whose non-metadata bytes match no template has no JSON form here.
+//! [`ObjectMeta`]: a byte comparison and a copy, the fast path for a flood of template copies.
+//! An object whose fields match no template (a varied Pod, a client's own spec) is converted
+//! by the Kubernetes schema ([`super::proto_json`]).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -17,6 +19,7 @@ use prost::Message;
 use serde_json::{Map, Value};
 
 use super::deployment_parts;
+use super::proto_json;
 use crate::object::varint::{self, VarintError};
 use crate::object::{
     self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
@@ -52,6 +55,14 @@ pub enum TranscodeError {
     /// Bytes did not decode or encode.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// The object matches no template and the Kubernetes schema did not convert it.
+    #[error("no JSON form for {key}: {reason}")]
+    Schema {
+        /// The object's key.
+        key: String,
+        /// Why the schema's conversion failed.
+        reason: String,
+    },
 }
 
 /// Template `rest` (protobuf top-level fields but metadata) → the twin's JSON members.
@@ -140,6 +151,22 @@ impl JsonTranscoder {
         })
     }
 
+    /// A transcoder without twins: every protobuf object is converted by the Kubernetes
+    /// schema (a protobuf simulator served without `ServerConfig::json_twins`).
+    pub fn schema_only(gvk: Arc<GroupVersionKind>) -> Self {
+        let head = format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":",
+            Value::from(gvk.kind.as_str()),
+            Value::from(gvk.api_version())
+        );
+        JsonTranscoder {
+            gvk,
+            head: Bytes::from(head),
+            twins: Arc::new(HashMap::new()),
+            hasher: foldhash::fast::FixedState::with_seed(0x6a73_6f6e),
+        }
+    }
+
     /// The JSON document of `obj`: JSON objects as they are; protobuf objects as
     /// `kind`, `apiVersion`, the metadata rendered from [`Object::meta`] (`managedFields`
     /// included) and the template twin's other members.
@@ -157,7 +184,11 @@ impl JsonTranscoder {
             .and_then(|v| v.iter().find(|t| t.rest_pb == rest));
         let rest_json = match exact {
             Some(twin) => twin.rest_json.clone(),
-            None => self.deployment_json(obj)?,
+            None => match self.deployment_json(obj) {
+                Ok(r) => r,
+                Err(TranscodeError::Unknown(_)) => return schema_json(obj),
+                Err(e) => return Err(e),
+            },
         };
         let meta = meta_json(obj.meta())?;
         let mut out = Vec::with_capacity(self.head.len() + meta.len() + rest_json.len() + 1);
@@ -273,6 +304,14 @@ impl JsonTranscoder {
         out.extend_from_slice(b"}\n");
         Ok(())
     }
+}
+
+/// `obj` as JSON by the Kubernetes schema.
+pub(crate) fn schema_json(obj: &Object) -> Result<Bytes, TranscodeError> {
+    proto_json::object_to_json(obj).map_err(|e| TranscodeError::Schema {
+        key: obj.key().to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Whether `gvk` is `apps/v1` Deployment.

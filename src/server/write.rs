@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::api::Api;
 use super::patch::{self, PatchType};
+use super::proto_json;
 use super::request::Target;
 use super::response::{ResponseBody, api_error_response, error_response, json_response};
 use crate::object::{self, Encoding, Object, ObjectKey, encode_envelope};
@@ -148,33 +149,22 @@ impl Api {
         self.stored_form(obj)
     }
 
-    /// `obj` in the simulator's encoding.
+    /// `obj` in the simulator's encoding: a JSON object whose fields but metadata are a
+    /// template's keeps the template's bytes; anything else is converted by the Kubernetes
+    /// schema ([`proto_json`]).
     fn stored_form(&self, obj: Object) -> Result<Object, ApiError> {
-        match (self.sim.encoding(), obj.encoding(), &self.json) {
-            (a, b, _) if a == b => Ok(obj),
-            (Encoding::Protobuf, Encoding::Json, Some(t)) => t.to_protobuf(&obj).map_err(|_| {
-                status(failure(
-                    415,
-                    "UnsupportedMediaType",
-                    "this server keeps protobuf objects and can take JSON only for changes to \
-                     metadata (its fields but metadata must be one of the templates'): send \
-                     protobuf, or serve JSON objects (informer serve --format json)"
-                        .into(),
-                ))
-            }),
-            (Encoding::Json, Encoding::Protobuf, _) if obj.gvk().kind == "Namespace" => {
-                namespace_json(&obj)
+        match (self.sim.encoding(), obj.encoding()) {
+            (a, b) if a == b => Ok(obj),
+            (Encoding::Protobuf, _) => {
+                if let Some(Ok(o)) = self.json.as_ref().map(|t| t.to_protobuf(&obj)) {
+                    return Ok(o);
+                }
+                proto_json::object_to_protobuf(&obj).map_err(convert_error)
             }
-            _ => Err(status(failure(
-                415,
-                "UnsupportedMediaType",
-                format!(
-                    "this server keeps {:?} {}: send the body as {:?}",
-                    self.sim.encoding(),
-                    self.resource.plural,
-                    self.sim.encoding()
-                ),
-            ))),
+            (Encoding::Json, _) => {
+                let doc = proto_json::object_to_json(&obj).map_err(convert_error)?;
+                object::decode(doc).map_err(|e| convert_error(e.into()))
+            }
         }
     }
 
@@ -396,24 +386,17 @@ fn method_not_allowed(method: &Method, enc: Encoding) -> Response<ResponseBody> 
     )
 }
 
-/// A protobuf Namespace (what `kubectl create namespace` sends) as the JSON one it is.
-fn namespace_json(obj: &Object) -> Result<Object, ApiError> {
-    let bad = |e: String| {
-        status(bad_request(format!(
+/// A body that could not be converted to the stored encoding: 415 for a kind the schema does
+/// not know, else 400 (the body does not decode as its kind, as a real server's decoder says).
+fn convert_error(e: proto_json::ConvertError) -> ApiError {
+    match e {
+        proto_json::ConvertError::UnknownKind(_) => status(failure(
+            415,
+            "UnsupportedMediaType",
+            format!("{e}: send the body in the encoding this server keeps"),
+        )),
+        e => status(bad_request(format!(
             "the request body does not decode: {e}"
-        )))
-    };
-    let ns: k8s_pb::api::core::v1::Namespace = obj.decode().map_err(|e| bad(e.to_string()))?;
-    let meta: Value = serde_json::from_slice(
-        &super::transcode::meta_json(obj.meta()).map_err(|e| bad(e.to_string()))?,
-    )
-    .map_err(|e| bad(e.to_string()))?;
-    let mut doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta});
-    if let Some(spec) = ns.spec {
-        doc["spec"] = json!({"finalizers": spec.finalizers});
+        ))),
     }
-    if let Some(phase) = ns.status.and_then(|s| s.phase) {
-        doc["status"] = json!({"phase": phase});
-    }
-    object::decode(Bytes::from(doc.to_string())).map_err(|e| bad(e.to_string()))
 }

@@ -47,18 +47,6 @@ fn flood(args: &FloodArgs) -> Result<bool, String> {
     if args.fault_every.is_some() && args.server.is_some() {
         return Err("--fault-every needs the simulator in this process (not --server)".into());
     }
-    if args.sim.vary
-        && args.server.is_none()
-        && args.transport == Transport::Http
-        && args.accept == args::Accept::Json
-        && args.format == crate::cli::sim_args::Format::Protobuf
-    {
-        return Err(
-            "--vary with --format protobuf serves protobuf only (a varied Pod has no \
-                    JSON twin): use --accept protobuf, or --format json"
-                .into(),
-        );
-    }
     let runtime = crate::cli::runtime().map_err(|e| e.to_string())?;
     let config = args.informer_config();
     let writer = match &args.record {

@@ -1,0 +1,330 @@
+//! The fake cluster takes bodies in either encoding and serves objects in either, whatever it
+//! keeps: a JSON write to a protobuf server (kube-rs, Python, JavaScript clients) and a
+//! protobuf write to a JSON server (kubectl's typed commands) are converted by the Kubernetes
+//! schema; a protobuf server's objects that match no JSON twin (varied Pods, a client's own
+//! spec) are served as JSON through the same schema.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use informer::object::{self, Encoding, GroupVersionKind, ObjectKey};
+use informer::server::{ServerConfig, serve};
+use prost::Message as _;
+use support::runtime;
+
+fn client(url: &str) -> kube::Client {
+    kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
+
+async fn raw_request(
+    url: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).await.unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (
+        code,
+        serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// A k8s-pb Deployment `name` in `ns-0` running `image`, as protobuf with its envelope.
+fn pb_deployment(name: &str, image: &str, resource_version: Option<&str>) -> Vec<u8> {
+    use k8s_pb::api::apps::v1::{Deployment, DeploymentSpec};
+    use k8s_pb::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
+    use k8s_pb::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
+    let d = Deployment {
+        metadata: Some(ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns-0".into()),
+            resource_version: resource_version.map(str::to_owned),
+            ..Default::default()
+        }),
+        spec: Some(DeploymentSpec {
+            replicas: Some(0),
+            selector: Some(LabelSelector {
+                match_labels: labels.clone(),
+                ..Default::default()
+            }),
+            template: Some(PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels,
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: Some("app".into()),
+                        image: Some(image.into()),
+                        ports: vec![ContainerPort {
+                            container_port: Some(8080),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    termination_grace_period_seconds: Some(0),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    object::encode_envelope(
+        &GroupVersionKind::new("apps", "v1", "Deployment"),
+        &d.encode_to_vec(),
+    )
+    .to_vec()
+}
+
+/// A JSON server (`informer serve --format json`) takes protobuf creates and updates, as
+/// kubectl's typed commands send them: stored as JSON that kube-rs reads field for field
+/// (`replicas: 0` and `terminationGracePeriodSeconds: 0` kept, an image change bumps the
+/// generation); a protobuf body that is not a Deployment's message is a 400, not a 500.
+#[test]
+fn a_json_server_takes_protobuf_writes() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let rt = runtime();
+    let sim = support::json_deployments();
+    let server = rt.block_on(serve(
+        sim.clone(),
+        ServerConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    ));
+    let server = server.unwrap();
+    let url = server.url();
+    rt.block_on(async {
+        let pb = "application/vnd.kubernetes.protobuf";
+        let path = "/apis/apps/v1/namespaces/ns-0/deployments";
+        let (c, body) =
+            raw_request(&url, "POST", path, pb, &pb_deployment("web", "web:1", None)).await;
+        assert_eq!(c, 201, "{body}");
+        let stored = sim.get(&ObjectKey::new("ns-0", "web")).unwrap();
+        assert_eq!(stored.encoding(), Encoding::Json);
+        let api: kube::Api<Deployment> = kube::Api::namespaced(client(&url), "ns-0");
+        let d = api.get("web").await.unwrap();
+        let spec = &d.spec;
+        assert_eq!(spec.replicas, Some(0));
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.termination_grace_period_seconds, Some(0));
+        assert_eq!(pod.containers[0].image.as_deref(), Some("web:1"));
+        assert_eq!(
+            pod.containers[0].ports.as_ref().unwrap()[0].container_port,
+            8080
+        );
+        assert_eq!(spec.selector.match_labels.as_ref().unwrap()["app"], "web");
+        assert_eq!(d.metadata.generation, Some(1));
+
+        let rv = d.metadata.resource_version.clone().unwrap();
+        let (c, body) = raw_request(
+            &url,
+            "PUT",
+            &format!("{path}/web"),
+            pb,
+            &pb_deployment("web", "web:2", Some(&rv)),
+        )
+        .await;
+        assert_eq!(c, 200, "{body}");
+        let d = api.get("web").await.unwrap();
+        let pod = d.spec.template.spec.unwrap();
+        assert_eq!(pod.containers[0].image.as_deref(), Some("web:2"));
+        assert_eq!(d.metadata.generation, Some(2));
+        // A stale resourceVersion in protobuf is a conflict, as in JSON.
+        let (c, _) = raw_request(
+            &url,
+            "PUT",
+            &format!("{path}/web"),
+            pb,
+            &pb_deployment("web", "web:3", Some(&rv)),
+        )
+        .await;
+        assert_eq!(c, 409);
+
+        // The envelope says Deployment, the message is not one.
+        let mut garbage = object::encode_envelope(
+            &GroupVersionKind::new("apps", "v1", "Deployment"),
+            &[0x12, 0x03, 0x0a, 0x01, 0x78, 0x1a, 0x02, 0xff, 0xff],
+        )
+        .to_vec();
+        let (c, body) = raw_request(&url, "POST", path, pb, &garbage).await;
+        assert_eq!(c, 400, "{body}");
+        garbage.truncate(6);
+        let (c, _) = raw_request(&url, "POST", path, pb, &garbage).await;
+        assert_eq!(c, 400);
+    });
+    rt.block_on(server.shutdown());
+}
+
+/// A protobuf server takes any JSON write to a Pod's spec (merge and strategic merge
+/// patches, a create of a client's own Pod): stored as protobuf that k8s-pb decodes with the
+/// new fields, read back as the same JSON by kube-rs; a field of the wrong JSON type is a 400
+/// naming the field.
+#[test]
+fn a_protobuf_server_takes_json_spec_writes() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams, PostParams};
+    let rt = runtime();
+    let sim = support::sim("head", |c| {
+        c.namespaces(1).initial_objects(3).target_objects(3)
+    });
+    let server = rt.block_on(support::start(&sim));
+    let url = server.url();
+    let key = sim.truth().objects.keys().next().unwrap().clone();
+    rt.block_on(async {
+        let api: kube::Api<Pod> = kube::Api::namespaced(client(&url), key.namespace());
+        let patched = api
+            .patch(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Strategic(serde_json::json!({"spec": {
+                    "activeDeadlineSeconds": 42,
+                    "containers": [{"name": "nameValue", "image": "busybox:1.36",
+                                    "resources": {"limits": {"cpu": "250m", "memory": 1048576}}}],
+                    "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": -5}]
+                }})),
+            )
+            .await
+            .unwrap();
+        let spec = patched.spec.unwrap();
+        assert_eq!(spec.active_deadline_seconds, Some(42));
+        let typed: k8s_pb::api::core::v1::Pod = sim.get(&key).unwrap().decode().unwrap();
+        let pb_spec = typed.spec.unwrap();
+        assert_eq!(pb_spec.active_deadline_seconds, Some(42));
+        let c = pb_spec
+            .containers
+            .iter()
+            .find(|c| c.name.as_deref() == Some("nameValue"))
+            .unwrap();
+        assert_eq!(c.image.as_deref(), Some("busybox:1.36"));
+        let limits = &c.resources.as_ref().unwrap().limits;
+        assert_eq!(limits["cpu"].string.as_deref(), Some("250m"));
+        assert_eq!(limits["memory"].string.as_deref(), Some("1048576"));
+        assert!(
+            pb_spec
+                .tolerations
+                .iter()
+                .any(|t| t.toleration_seconds == Some(-5))
+        );
+        // Read back through JSON: the same Pod kube-rs was answered.
+        let again = api.get(key.name()).await.unwrap();
+        assert_eq!(again.spec.unwrap().active_deadline_seconds, Some(42));
+
+        // A client's own Pod (no template has its fields).
+        let mine: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "mine", "labels": {"app": "mine"}},
+            "spec": {"containers": [{"name": "c", "image": "mine:1",
+                                     "env": [{"name": "E", "value": "é ✓"}]}],
+                     "restartPolicy": "Never"}
+        }))
+        .unwrap();
+        let created = api.create(&PostParams::default(), &mine).await.unwrap();
+        assert_eq!(created.metadata.generation, Some(1));
+        let stored = sim.get(&ObjectKey::new(key.namespace(), "mine")).unwrap();
+        assert_eq!(stored.encoding(), Encoding::Protobuf);
+        let typed: k8s_pb::api::core::v1::Pod = stored.decode().unwrap();
+        let c = &typed.spec.as_ref().unwrap().containers[0];
+        assert_eq!(c.env[0].value.as_deref(), Some("é ✓"));
+        let listed = api.list(&Default::default()).await.unwrap();
+        let found = listed
+            .items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some("mine"))
+            .unwrap();
+        assert_eq!(
+            found.spec.as_ref().unwrap().restart_policy.as_deref(),
+            Some("Never")
+        );
+
+        // A wrong JSON type: 400 naming the field.
+        let bad = api
+            .patch(
+                key.name(),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"activeDeadlineSeconds": "soon"}})),
+            )
+            .await;
+        match bad {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 400, "{}", s.message);
+                assert!(
+                    s.message.contains("spec.activeDeadlineSeconds"),
+                    "{}",
+                    s.message
+                );
+            }
+            other => panic!("expected a 400, got {other:?}"),
+        }
+    });
+    rt.block_on(server.shutdown());
+}
+
+/// A protobuf server of varied Pods (`informer serve --vary`), with or without JSON twins,
+/// serves them to JSON clients: every listed Pod's node, IP and images equal its protobuf form.
+#[test]
+fn varied_protobuf_pods_are_served_as_json() {
+    use k8s_openapi::api::core::v1::Pod;
+    let rt = runtime();
+    for twins in [false, true] {
+        let sim = support::sim("head", |c| {
+            c.namespaces(1)
+                .initial_objects(20)
+                .target_objects(20)
+                .vary(true)
+        });
+        let server = rt.block_on(async {
+            if twins {
+                support::start(&sim).await
+            } else {
+                serve(
+                    sim.clone(),
+                    ServerConfig::default(),
+                    "127.0.0.1:0".parse().unwrap(),
+                )
+                .await
+                .unwrap()
+            }
+        });
+        rt.block_on(async {
+            let api: kube::Api<Pod> = kube::Api::all(client(&server.url()));
+            let listed = api.list(&Default::default()).await.unwrap();
+            assert_eq!(listed.items.len(), 20);
+            for p in &listed.items {
+                let key = ObjectKey::new(
+                    p.metadata.namespace.as_deref().unwrap(),
+                    p.metadata.name.as_deref().unwrap(),
+                );
+                let typed: k8s_pb::api::core::v1::Pod = sim.get(&key).unwrap().decode().unwrap();
+                let (spec, pb_spec) = (p.spec.as_ref().unwrap(), typed.spec.as_ref().unwrap());
+                assert_eq!(spec.node_name, pb_spec.node_name);
+                let images = |v: Vec<Option<String>>| v;
+                assert_eq!(
+                    images(spec.containers.iter().map(|c| c.image.clone()).collect()),
+                    images(pb_spec.containers.iter().map(|c| c.image.clone()).collect())
+                );
+                assert_eq!(
+                    p.status.as_ref().unwrap().pod_ip,
+                    typed.status.as_ref().unwrap().pod_ip
+                );
+                assert_eq!(p.metadata.uid, typed.metadata.as_ref().unwrap().uid);
+            }
+        });
+        rt.block_on(server.shutdown());
+    }
+}
