@@ -52,8 +52,10 @@ pub struct ServerConfig {
     /// [`crate::sim::SimConfig::resource`] plural, the templates' kind, namespaced when the
     /// templates have a namespace; short name `po` for pods).
     pub resource: Option<ServedResource>,
-    /// JSON twins of the simulator's protobuf templates (same order), so that JSON clients
-    /// can be answered; `None` = protobuf clients only (JSON simulators need none).
+    /// JSON twins of the simulator's protobuf templates (same order): JSON clients get a
+    /// template copy's JSON by a byte comparison and a copy. `None`: every object is converted
+    /// by the Kubernetes schema (kinds it does not know are served to protobuf clients only;
+    /// JSON simulators need none).
     pub json_twins: Option<Vec<Object>>,
 }
 
@@ -213,13 +215,14 @@ impl Drop for ServerHandle {
 ///   `PUT`, `PATCH` (JSON merge, JSON patch, strategic merge: see `patch.rs`) and `DELETE`
 ///   (`DeleteOptions` preconditions) of an object, its `status` subresource, and the `scale`
 ///   subresource of Deployments, ReplicaSets and StatefulSets (`autoscaling/v1` `Scale`);
-///   bodies in protobuf or JSON (a protobuf simulator takes JSON whose fields but metadata are
-///   a template's, or a Deployment's with its own replicas, selector and status), up to 3 MiB
-///   (413 beyond); `dryRun` and server-side apply are refused;
+///   bodies in protobuf or JSON whatever the simulator keeps (converted by the Kubernetes
+///   schema, `proto_json.rs`; 400 naming the field for a value of the wrong type, 415 for a
+///   kind the schema does not know), up to 3 MiB (413 beyond); `dryRun` and server-side apply
+///   are refused;
 /// - `namespaces` (the simulators' and a new cluster's four) and `events` (empty), writable,
 ///   unless a simulator serves them;
 /// - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
-///   templates' JSON twins ([`JsonTranscoder`]); `Table` requests (kubectl's `get`) get a Table
+///   templates' JSON twins or the Kubernetes schema ([`JsonTranscoder`]); `Table` requests (kubectl's `get`) get a Table
 ///   with upstream's columns for Pods, Deployments, Namespaces and Events (Name and Age for
 ///   others), `PartialObjectMetadata` requests the metadata-only form;
 /// - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
