@@ -57,9 +57,16 @@ def openapi_names(openapi_src):
             fields = {}
             for f in re.finditer(r'"([^"]+)" => Field::Key_(\w+),', text):
                 fields[norm(f.group(2))] = f.group(1)
+            # Fields k8s-openapi does not wrap in Option: upstream writes them without
+            # `omitempty` (an empty string is kept in JSON).
+            for f in re.finditer(r"^    pub (\w+): (?!Option<)", text, re.M):
+                REQUIRED.add((module, struct.lower(), norm(f.group(1))))
             if fields:
                 names.setdefault((module, struct.lower()), fields)
     return names
+
+
+REQUIRED = set()
 
 
 def global_names(names):
@@ -133,6 +140,8 @@ def parse_module(text, module, json_names, everywhere, fallbacks, inline_candida
             elif kind.startswith("bytes"):
                 fields.append(f"  {label} bytes {ident} = {tag}{opt};")
             else:
+                if kind == "string" and label == "optional" and (module, name.lower(), norm(rust)) in REQUIRED:
+                    label = "required"
                 fields.append(f"  {label} {kind} {ident} = {tag}{opt};")
         messages.append((name, fields))
     return messages

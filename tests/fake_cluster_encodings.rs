@@ -173,8 +173,8 @@ fn a_json_server_takes_protobuf_writes() {
 
 /// A protobuf server takes any JSON write to a Pod's spec (merge and strategic merge
 /// patches, a create of a client's own Pod): stored as protobuf that k8s-pb decodes with the
-/// new fields, read back as the same JSON by kube-rs; a field of the wrong JSON type is a 400
-/// naming the field.
+/// new fields, read back as the same JSON by kube-rs; a patch giving a field the wrong JSON
+/// type is a 422 naming the field.
 #[test]
 fn a_protobuf_server_takes_json_spec_writes() {
     use k8s_openapi::api::core::v1::Pod;
@@ -252,7 +252,8 @@ fn a_protobuf_server_takes_json_spec_writes() {
             Some("Never")
         );
 
-        // A wrong JSON type: 400 naming the field.
+        // A patch that makes a value of the wrong type: 422 naming the field (a body of the
+        // wrong type is a 400: `a_json_server_takes_protobuf_writes`).
         let bad = api
             .patch(
                 key.name(),
@@ -262,7 +263,7 @@ fn a_protobuf_server_takes_json_spec_writes() {
             .await;
         match bad {
             Err(kube::Error::Api(s)) => {
-                assert_eq!(s.code, 400, "{}", s.message);
+                assert_eq!(s.code, 422, "{}", s.message);
                 assert!(
                     s.message.contains("spec.activeDeadlineSeconds"),
                     "{}",
@@ -327,4 +328,155 @@ fn varied_protobuf_pods_are_served_as_json() {
         });
         rt.block_on(server.shutdown());
     }
+}
+
+/// What a protobuf server does with writes a reviewer tried: a protobuf body the schema cannot
+/// read is a 400 and is not stored (JSON clients keep reading the resource); JSON writes are
+/// validated as on a JSON server (422); empty strings Go writes without `omitempty`
+/// (`imageID`) and times at the epoch survive; a JSON body without `apiVersion` and `kind` is
+/// of the served kind; a quantity given as a large JSON integer keeps every digit.
+#[test]
+fn a_protobuf_server_checks_writes_as_a_json_server_does() {
+    let rt = runtime();
+    let sim = support::sim("head", |c| {
+        c.namespaces(1).initial_objects(3).target_objects(3)
+    });
+    let server = rt.block_on(support::start(&sim));
+    let url = server.url();
+    let ns = sim
+        .truth()
+        .objects
+        .keys()
+        .next()
+        .unwrap()
+        .namespace()
+        .to_owned();
+    let pods = format!("/api/v1/namespaces/{ns}/pods");
+    rt.block_on(async {
+        // A Pod whose spec (field 2) is sent as a varint.
+        let mut meta = vec![0x0a, 0x03];
+        meta.extend_from_slice(b"bad");
+        let mut raw = vec![0x0a, meta.len() as u8];
+        raw.extend_from_slice(&meta);
+        raw.extend_from_slice(&[0x10, 0x05]);
+        let body = object::encode_envelope(&GroupVersionKind::new("", "v1", "Pod"), &raw);
+        let (c, msg) = raw_request(
+            &url,
+            "POST",
+            &pods,
+            "application/vnd.kubernetes.protobuf",
+            &body,
+        )
+        .await;
+        assert_eq!(c, 400, "{msg}");
+        assert!(sim.get(&ObjectKey::new(&ns, "bad")).is_none());
+        let (c, _) = raw_request(&url, "GET", &pods, "application/json", b"").await;
+        assert_eq!(c, 200);
+
+        let json = "application/json";
+        let post = |doc: serde_json::Value| {
+            let (url, pods) = (url.clone(), pods.clone());
+            async move { raw_request(&url, "POST", &pods, json, doc.to_string().as_bytes()).await }
+        };
+        let (c, msg) = post(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "empty"}, "spec": {}}))
+        .await;
+        assert_eq!(c, 422, "{msg}");
+        // No apiVersion or kind: the served kind.
+        let (c, msg) = post(serde_json::json!({
+            "metadata": {"name": "plain"},
+            "spec": {"containers": [{"name": "c", "image": "i:1",
+                "resources": {"limits": {"memory": 123456789012345678u64}}}]},
+        }))
+        .await;
+        assert_eq!(c, 201, "{msg}");
+        assert_eq!(
+            msg.pointer("/spec/containers/0/resources/limits/memory"),
+            Some(&serde_json::json!("123456789012345678"))
+        );
+        // A kubelet's status: a waiting container has `imageID: ""`; a fake clock at 0.
+        let status = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "plain", "namespace": ns},
+            "status": {"phase": "Pending", "startTime": "1970-01-01T00:00:00Z",
+                "containerStatuses": [{"name": "c", "image": "i:1", "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}}}]}});
+        let (c, msg) = raw_request(
+            &url,
+            "PUT",
+            &format!("{pods}/plain/status"),
+            json,
+            status.to_string().as_bytes(),
+        )
+        .await;
+        assert_eq!(c, 200, "{msg}");
+        let (_, got) = raw_request(&url, "GET", &format!("{pods}/plain"), json, b"").await;
+        assert_eq!(
+            got.pointer("/status/containerStatuses/0/imageID"),
+            Some(&"".into())
+        );
+        assert_eq!(
+            got.pointer("/status/startTime"),
+            Some(&"1970-01-01T00:00:00Z".into())
+        );
+    });
+    rt.block_on(server.shutdown());
+}
+
+/// A protobuf server of Deployments refuses JSON writes a JSON server refuses: negative
+/// replicas, a selector that does not match the template's labels, a changed selector.
+#[test]
+fn a_protobuf_deployment_server_validates_json_writes() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams, PostParams};
+    let rt = runtime();
+    let dir = support::fixtures();
+    let sim = informer::sim::SimServer::new(
+        informer::sim::SimConfig::new(informer::sim::Templates::deployments(&dir).unwrap())
+            .namespaces(1)
+            .initial_objects(2)
+            .target_objects(2),
+    )
+    .unwrap();
+    let server = rt.block_on(serve(
+        sim.clone(),
+        ServerConfig::default(),
+        "127.0.0.1:0".parse().unwrap(),
+    ));
+    let server = server.unwrap();
+    rt.block_on(async {
+        let api: kube::Api<Deployment> = kube::Api::namespaced(client(&server.url()), "ns-0");
+        let web = |replicas: i32, selected: &str| -> Deployment {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {"replicas": replicas,
+                    "selector": {"matchLabels": {"app": selected}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "web:1"}]}}}
+            }))
+            .unwrap()
+        };
+        let code = |r: Result<Deployment, kube::Error>| match r {
+            Err(kube::Error::Api(s)) => s.code,
+            Ok(_) => 200,
+            Err(e) => panic!("{e}"),
+        };
+        let pp = PostParams::default();
+        assert_eq!(code(api.create(&pp, &web(-1, "web")).await), 422);
+        assert_eq!(code(api.create(&pp, &web(1, "other")).await), 422);
+        api.create(&pp, &web(1, "web")).await.unwrap();
+        let moved = api
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    serde_json::json!({"spec": {"selector": {"matchLabels": {"app": "x"}},
+                    "template": {"metadata": {"labels": {"app": "x"}}}}}),
+                ),
+            )
+            .await;
+        assert_eq!(code(moved), 422);
+    });
+    rt.block_on(server.shutdown());
 }

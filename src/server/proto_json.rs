@@ -14,13 +14,19 @@
 //!   number or a string, `RawExtension`, `FieldsV1` and apiextensions' `JSON` embedded JSON.
 //!
 //! Protobuf carries no `omitempty`: Go writes every non-pointer field, so an empty string on the
-//! wire is left out of the JSON (as `omitempty` does for nearly every string field; a pointer to
-//! an empty string, such as a PersistentVolumeClaim's `storageClassName: ""`, is lost), a zero
-//! time is left out, and numbers, booleans and messages present on the wire are written (a
-//! `false` or `0` that Go would omit reads the same to every client). JSON members the schema
-//! does not know are dropped, as a real server does under its default field validation.
-//! Not modelled: the hand-written JSON forms of apiextensions' `JSONSchemaPropsOrArray`,
-//! `OrBool` and `OrStringArray` (CustomResourceDefinitions are written in JSON).
+//! wire is left out of the JSON unless the schema marks the field `required` (k8s-openapi's
+//! non-optional fields: Go writes them without `omitempty`, e.g. `imageID`); a pointer to an
+//! empty string, such as a PersistentVolumeClaim's `storageClassName: ""`, is lost. Go's zero
+//! time (an empty message) is left out; `seconds: 0` is the epoch; a time outside years
+//! 1–9999 is an error. Numbers, booleans and messages present on the wire are written (a
+//! `false` or `0` that Go would omit reads the same to every client).
+//!
+//! Not modelled: JSON members the schema does not know are dropped (a real server's default
+//! field validation, but also under `fieldValidation=Strict`); fields newer than the k8s-pb
+//! release the schema comes from are dropped as unknown (the HEAD fixtures' PodSpec fields 43
+//! and 44, for example); the hand-written JSON forms of apiextensions'
+//! `JSONSchemaPropsOrArray`, `OrBool` and `OrStringArray` (CustomResourceDefinitions are written
+//! in JSON); a quantity is kept as written, not canonicalised.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -29,7 +35,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use prost::Message as _;
 use prost_reflect::{
-    DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor,
+    Cardinality, DescriptorPool, DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor,
     ReflectMessage as _, Value as Pb,
 };
 use serde_json::{Map, Number, Value};
@@ -91,28 +97,42 @@ pub(crate) fn message_for(gvk: &GroupVersionKind) -> Option<MessageDescriptor> {
 /// # Errors
 /// [`ConvertError::UnknownKind`], [`ConvertError::Protobuf`], or the body's read error.
 pub(crate) fn object_to_json(obj: &Object) -> Result<Bytes, ConvertError> {
-    let gvk = obj.gvk();
+    object_to_json_as(obj, obj.gvk())
+}
+
+/// [`object_to_json`] for a protobuf object read as kind `gvk` (an envelope without type
+/// information, sent to the endpoint of `gvk`).
+///
+/// # Errors
+/// As [`object_to_json`].
+pub(crate) fn object_to_json_as(
+    obj: &Object,
+    gvk: &GroupVersionKind,
+) -> Result<Bytes, ConvertError> {
     let desc = message_for(gvk).ok_or_else(|| ConvertError::UnknownKind(gvk.to_string()))?;
     let msg = DynamicMessage::decode(desc, obj.raw()?)
         .map_err(|e| ConvertError::Protobuf(e.to_string()))?;
     let mut doc = Map::new();
     doc.insert("kind".into(), gvk.kind.as_str().into());
     doc.insert("apiVersion".into(), gvk.api_version().into());
-    message_members(&msg, &mut doc);
+    message_members(&msg, &mut doc)?;
     let bytes = serde_json::to_vec(&doc).map_err(|e| DecodeError::json(&e, 0))?;
     Ok(Bytes::from(bytes))
 }
 
-/// A JSON object (of a kind the schema knows) as the same object in protobuf, enveloped.
+/// A JSON object of kind `gvk` (the schema must know it) as the same object in protobuf,
+/// enveloped.
 ///
 /// # Errors
 /// [`ConvertError::UnknownKind`], [`ConvertError::Invalid`] for a member of the wrong type,
 /// or the body's read error.
-pub(crate) fn object_to_protobuf(obj: &Object) -> Result<Object, ConvertError> {
+pub(crate) fn object_to_protobuf(
+    obj: &Object,
+    gvk: &GroupVersionKind,
+) -> Result<Object, ConvertError> {
     if obj.encoding() == Encoding::Protobuf {
         return Ok(obj.clone());
     }
-    let gvk = obj.gvk();
     let desc = message_for(gvk).ok_or_else(|| ConvertError::UnknownKind(gvk.to_string()))?;
     let doc: Value = serde_json::from_slice(&obj.raw()?).map_err(|e| DecodeError::json(&e, 0))?;
     let Value::Object(members) = doc else {
@@ -137,28 +157,31 @@ fn invalid(path: &str, message: impl Into<String>) -> ConvertError {
 // ---- protobuf -> JSON ----
 
 /// Appends the JSON members of `msg` to `out` (an embedded struct's fields in place).
-fn message_members(msg: &DynamicMessage, out: &mut Map<String, Value>) {
+fn message_members(msg: &DynamicMessage, out: &mut Map<String, Value>) -> Result<(), ConvertError> {
     for (field, value) in msg.fields() {
         if field.json_name() == INLINE {
             if let Pb::Message(inner) = value {
-                message_members(inner, out);
+                message_members(inner, out)?;
             }
             continue;
         }
-        if let Some(v) = field_json(value) {
+        if let Some(v) = field_json(&field, value)? {
             out.insert(field.json_name().to_owned(), v);
         }
     }
+    Ok(())
 }
 
-/// A field's JSON value; `None` for what the JSON form leaves out (see the module docs).
-fn field_json(value: &Pb) -> Option<Value> {
-    match value {
+/// A field's JSON value; `None` for what the JSON form leaves out: an empty string, unless the
+/// field is one upstream's Go type writes without `omitempty` (`required` in the schema, from
+/// k8s-openapi's non-optional fields, e.g. `containerStatuses[].imageID`).
+fn field_json(field: &FieldDescriptor, value: &Pb) -> Result<Option<Value>, ConvertError> {
+    Ok(match value {
         Pb::List(items) => Some(Value::Array(
             items
                 .iter()
-                .map(|v| scalar_json(v).unwrap_or(Value::Null))
-                .collect(),
+                .map(|v| Ok(scalar_json(v)?.unwrap_or(Value::Null)))
+                .collect::<Result<_, ConvertError>>()?,
         )),
         Pb::Map(entries) => {
             let mut keys: Vec<(&MapKey, &Pb)> = entries.iter().collect();
@@ -169,18 +192,18 @@ fn field_json(value: &Pb) -> Option<Value> {
                     MapKey::String(s) => s.clone(),
                     other => format!("{other:?}"),
                 };
-                m.insert(key, scalar_json(v).unwrap_or(Value::Null));
+                m.insert(key, scalar_json(v)?.unwrap_or(Value::Null));
             }
             Some(Value::Object(m))
         }
-        Pb::String(s) if s.is_empty() => None,
-        _ => scalar_json(value),
-    }
+        Pb::String(s) if s.is_empty() && field.cardinality() != Cardinality::Required => None,
+        _ => scalar_json(value)?,
+    })
 }
 
 /// One value (a list's item, a map's value, or a singular field).
-fn scalar_json(value: &Pb) -> Option<Value> {
-    Some(match value {
+fn scalar_json(value: &Pb) -> Result<Option<Value>, ConvertError> {
+    Ok(Some(match value {
         Pb::Bool(b) => Value::Bool(*b),
         Pb::I32(n) => Value::from(*n),
         Pb::I64(n) => Value::from(*n),
@@ -193,7 +216,7 @@ fn scalar_json(value: &Pb) -> Option<Value> {
         Pb::EnumNumber(n) => Value::from(*n),
         Pb::Message(m) => return message_json(m),
         Pb::List(_) | Pb::Map(_) => Value::Null,
-    })
+    }))
 }
 
 fn get<'a>(msg: &'a DynamicMessage, name: &str) -> Option<&'a Pb> {
@@ -227,26 +250,35 @@ fn raw_json(msg: &DynamicMessage) -> Option<Value> {
     }
 }
 
+/// Seconds of 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the range of an RFC 3339 time.
+const TIME_RANGE: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+
+/// A `meta.v1.Time` or `MicroTime` as RFC 3339 (`micro`: 6 fraction digits). Go's zero time
+/// is an empty message (left out); `seconds: 0` present is the epoch.
+fn time_json(msg: &DynamicMessage, micro: bool) -> Result<Option<Value>, ConvertError> {
+    if get(msg, "seconds").is_none() && get(msg, "nanos").is_none() {
+        return Ok(None);
+    }
+    let (s, n) = (int_of(msg, "seconds"), int_of(msg, "nanos"));
+    let ts = i32::try_from(n)
+        .ok()
+        .filter(|n| (0..1_000_000_000).contains(n) && TIME_RANGE.contains(&s))
+        .and_then(|n| jiff::Timestamp::new(s, if micro { n } else { 0 }).ok())
+        .ok_or_else(|| invalid("", format!("time out of range: seconds {s}, nanos {n}")))?;
+    let f = if micro {
+        "%Y-%m-%dT%H:%M:%S.%6fZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    Ok(Some(ts.strftime(f).to_string().into()))
+}
+
 /// A message's JSON value, with the special forms of the module docs.
-fn message_json(msg: &DynamicMessage) -> Option<Value> {
+fn message_json(msg: &DynamicMessage) -> Result<Option<Value>, ConvertError> {
     let desc = msg.descriptor();
-    match desc.full_name() {
-        "k8s.apimachinery.pkg.apis.meta.v1.Time" => {
-            let (s, n) = (int_of(msg, "seconds"), int_of(msg, "nanos"));
-            if s == 0 && n == 0 {
-                return None;
-            }
-            let ts = jiff::Timestamp::from_second(s).ok()?;
-            Some(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string().into())
-        }
-        "k8s.apimachinery.pkg.apis.meta.v1.MicroTime" => {
-            let (s, n) = (int_of(msg, "seconds"), int_of(msg, "nanos"));
-            if s == 0 && n == 0 {
-                return None;
-            }
-            let ts = jiff::Timestamp::new(s, i32::try_from(n).unwrap_or(0)).ok()?;
-            Some(ts.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string().into())
-        }
+    Ok(match desc.full_name() {
+        "k8s.apimachinery.pkg.apis.meta.v1.Time" => return time_json(msg, false),
+        "k8s.apimachinery.pkg.apis.meta.v1.MicroTime" => return time_json(msg, true),
         "k8s.apimachinery.pkg.apis.meta.v1.Duration" => {
             Some(go_duration(int_of(msg, "duration")).into())
         }
@@ -266,15 +298,20 @@ fn message_json(msg: &DynamicMessage) -> Option<Value> {
             Some(raw_json(msg).unwrap_or(Value::Null))
         }
         name if is_masked_list(name) => Some(match get(msg, "items") {
-            Some(Pb::List(items)) => Value::Array(items.iter().filter_map(scalar_json).collect()),
+            Some(Pb::List(items)) => Value::Array(
+                items
+                    .iter()
+                    .map(|v| Ok(scalar_json(v)?.unwrap_or(Value::Null)))
+                    .collect::<Result<_, ConvertError>>()?,
+            ),
             _ => Value::Array(Vec::new()),
         }),
         _ => {
             let mut m = Map::new();
-            message_members(msg, &mut m);
+            message_members(msg, &mut m)?;
             Some(Value::Object(m))
         }
-    }
+    })
 }
 
 /// Go list types that protobuf wraps in a message of one `items` field (`ExtraValue`,
@@ -565,7 +602,13 @@ fn special_message(
             // Upstream's Quantity takes a JSON number too (`cpu: 1`).
             let s = match v {
                 Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
+                // Integers exactly; other numbers as Rust prints the f64 (`1e3` -> `1000`).
+                Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                    (Some(i), _, _) => i.to_string(),
+                    (_, Some(u), _) => u.to_string(),
+                    (_, _, Some(f)) => f.to_string(),
+                    _ => return Err(mismatch(path, v, "quantity")),
+                },
                 _ => return Err(mismatch(path, v, "quantity")),
             };
             set("string", Pb::String(s));

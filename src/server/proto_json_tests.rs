@@ -119,7 +119,7 @@ fn check_fixtures(version: &str, at_least: usize) {
         // JSON -> protobuf -> JSON.
         let json_obj: Object =
             crate::object::decode(Bytes::from(serde_json::to_vec(&want).unwrap())).unwrap();
-        let back = object_to_protobuf(&json_obj).unwrap();
+        let back = object_to_protobuf(&json_obj, obj.gvk()).unwrap();
         let again: Value = serde_json::from_slice(&object_to_json(&back).unwrap()).unwrap();
         if let Some(diff) = difference(&prune(want), &prune(again), "") {
             failures.push(format!("{stem}: json -> pb -> json: {diff}"));

@@ -18,7 +18,7 @@ use super::response::{ResponseBody, api_error_response, error_response, json_res
 use crate::object::{self, Encoding, Object, ObjectKey, encode_envelope};
 use crate::reflector::ApiError;
 use crate::sim::status::{bad_request, failure, invalid};
-use crate::sim::{Preconditions, WriteTarget};
+use crate::sim::{Preconditions, Rest, WriteTarget, validate};
 
 /// Largest request body accepted (kube-apiserver's limit for a write is about 3 MB).
 pub(crate) const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -64,7 +64,10 @@ impl Api {
                     );
                 }
                 self.decode_body(body, content_type)
-                    .and_then(|o| self.sim.create_object(namespace, &o))
+                    .and_then(|o| {
+                        self.check_protobuf(&o, None, WriteTarget::Main)?;
+                        self.sim.create_object(namespace, &o)
+                    })
                     .map(|o| (StatusCode::CREATED, o))
             }
             ("PUT", Some(name), None | Some("status")) => {
@@ -75,7 +78,10 @@ impl Api {
                     WriteTarget::Main
                 };
                 self.decode_body(body, content_type)
-                    .and_then(|o| self.sim.replace_object(&key, &o, part))
+                    .and_then(|o| {
+                        self.check_protobuf(&o, Some(&key), part)?;
+                        self.sim.replace_object(&key, &o, part)
+                    })
                     .map(|o| (StatusCode::OK, o))
             }
             ("PATCH", Some(name), None | Some("status")) => {
@@ -151,21 +157,72 @@ impl Api {
 
     /// `obj` in the simulator's encoding: a JSON object whose fields but metadata are a
     /// template's keeps the template's bytes; anything else is converted by the Kubernetes
-    /// schema ([`proto_json`]).
+    /// schema ([`proto_json`]). A JSON body without `apiVersion` or `kind` is of the served
+    /// kind (as a real server's decoder defaults them); another kind is left for the
+    /// simulator's 400.
     fn stored_form(&self, obj: Object) -> Result<Object, ApiError> {
+        let served = self.sim.gvk();
         match (self.sim.encoding(), obj.encoding()) {
             (a, b) if a == b => Ok(obj),
             (Encoding::Protobuf, _) => {
+                let gvk = obj.gvk();
+                if !gvk.kind.is_empty() && !gvk.version.is_empty() && gvk != &**served {
+                    return Ok(obj);
+                }
                 if let Some(Ok(o)) = self.json.as_ref().map(|t| t.to_protobuf(&obj)) {
                     return Ok(o);
                 }
-                proto_json::object_to_protobuf(&obj).map_err(convert_error)
+                proto_json::object_to_protobuf(&obj, served).map_err(convert_error)
             }
             (Encoding::Json, _) => {
-                let doc = proto_json::object_to_json(&obj).map_err(convert_error)?;
+                let gvk = obj.gvk();
+                let gvk = if gvk.kind.is_empty() && gvk.version.is_empty() {
+                    &**served
+                } else if gvk != &**served {
+                    return Ok(obj);
+                } else {
+                    gvk
+                };
+                let doc = proto_json::object_to_json_as(&obj, gvk).map_err(convert_error)?;
                 object::decode(doc).map_err(|e| convert_error(e.into()))
             }
         }
+    }
+
+    /// For a protobuf simulator: the checks a JSON simulator makes on a JSON body, on the
+    /// object's JSON form (so a body the schema cannot read is a 400 here, never an object no
+    /// JSON client can read), and for a create or an update of the object the typed shape and
+    /// the kind's rules ([`crate::sim::validate`]; `old`: the stored object of an update).
+    fn check_protobuf(
+        &self,
+        obj: &Object,
+        old: Option<&ObjectKey>,
+        part: WriteTarget,
+    ) -> Result<(), ApiError> {
+        if self.sim.encoding() != Encoding::Protobuf
+            || proto_json::message_for(self.sim.gvk()).is_none()
+            || obj.gvk() != &**self.sim.gvk()
+        {
+            return Ok(());
+        }
+        let members = |o: &Object| -> Result<serde_json::Map<String, Value>, ApiError> {
+            let doc = proto_json::object_to_json(o).map_err(convert_error)?;
+            let mut m: serde_json::Map<String, Value> = serde_json::from_slice(&doc)
+                .map_err(|e| status(failure(500, "InternalError", e.to_string())))?;
+            for k in ["apiVersion", "kind", "metadata"] {
+                m.remove(k);
+            }
+            Ok(m)
+        };
+        let rest = Rest::Json(members(obj)?);
+        if part == WriteTarget::Status {
+            return Ok(());
+        }
+        let old = match old.and_then(|k| self.sim.get(k)) {
+            Some(o) => Some(Rest::Json(members(&o)?)),
+            None => None,
+        };
+        validate(self.sim.gvk(), obj.meta(), &rest, old.as_ref()).map_err(status)
     }
 
     /// The object at `key` as a JSON document.
@@ -210,6 +267,7 @@ impl Api {
             let (_, doc) = self.current_json(key)?;
             let patched = patch::apply(t, &doc, body).map_err(patch_error)?;
             let obj = self.patched_object(&patched)?;
+            self.check_protobuf(&obj, Some(key), part)?;
             match self.sim.replace_object(key, &obj, part) {
                 Err(ApiError::Status(s)) if s.code == 409 && !pinned && tries < PATCH_TRIES => {}
                 r => return r,
@@ -223,7 +281,14 @@ impl Api {
             .map_err(|e| status(failure(500, "InternalError", e.to_string())))?;
         let obj = object::decode(Bytes::from(bytes))
             .map_err(|e| status(invalid(format!("the patched object is not valid: {e}"))))?;
-        self.stored_form(obj)
+        // The patch applied; what it made does not fit the kind: 422, as upstream answers.
+        self.stored_form(obj).map_err(|e| match e {
+            ApiError::Status(s) if s.code == 400 => status(invalid(format!(
+                "the patched object is not valid: {}",
+                s.message
+            ))),
+            e => e,
+        })
     }
 
     /// The `autoscaling/v1` `Scale` of the object at `key`.

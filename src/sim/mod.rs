@@ -38,11 +38,13 @@ pub use drive_state::DriveState;
 pub use error::SimError;
 pub use fault::{ErrorAnswer, Fault, OVERSIZED_DEFAULT, ParseFaultError, StreamFault};
 pub use request::{RequestKind, SimRequest};
+pub(crate) use rest::Rest;
 pub use server::{SimServer, SimStats};
 pub use templates::{
     ETCD_POD, HEAD_DEPLOYMENT, HEAD_POD, OPENSHIFT_PODS, Templates, default_fixtures_dir,
 };
 pub use truth::{Truth, diff_views};
+pub(crate) use validate::validate;
 pub use variants::{DEPLOYMENT_REPLICAS, ETCD_POD_JSON, HEAD_DEPLOYMENT_JSON, POD_STATES};
 pub use watch::SimWatch;
 pub use write::{Preconditions, WriteTarget};
