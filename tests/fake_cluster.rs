@@ -15,7 +15,7 @@ use informer::reflector::{
 use informer::server::{ServerConfig, ServerHandle, serve};
 use informer::sim::{SimConfig, SimServer, Templates};
 use informer::{Informer, InformerConfig};
-use support::{eventually, fixtures, runtime};
+use support::{eventually, fixtures, request, runtime};
 use views::{ViewMap, store_view, version};
 
 async fn lister(server: &ServerHandle) -> HttpListerWatcher {
@@ -632,39 +632,6 @@ fn protobuf_deployments_keep_a_json_form_through_status_writes() {
 
 /// One request of a table of cases: method, path, headers, body, the code it must get.
 type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, Vec<u8>, u16);
-
-/// `method path` with `body` (`content_type`, if any) to the server at `url`; the status code
-/// and the body parsed as JSON (`Null` when it is not JSON).
-async fn request(
-    url: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = url.trim_start_matches("http://");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    tcp.write_all(head.as_bytes()).await.unwrap();
-    tcp.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    tcp.read_to_end(&mut raw).await.unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
-    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        code,
-        serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
-    )
-}
 
 /// Writes a real server refuses are refused with its codes (422 for invalid objects and
 /// patches that do not apply, 400 for bodies and patches that do not decode, 415 for unknown

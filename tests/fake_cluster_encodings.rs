@@ -24,24 +24,11 @@ async fn raw_request(
     content_type: &str,
     body: &[u8],
 ) -> (u16, serde_json::Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = url.trim_start_matches("http://");
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    tcp.write_all(head.as_bytes()).await.unwrap();
-    tcp.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    tcp.read_to_end(&mut raw).await.unwrap();
-    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
-    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        code,
-        serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
-    )
+    let headers = [
+        ("Accept", "application/json"),
+        ("Content-Type", content_type),
+    ];
+    support::request(url, method, path, &headers, body).await
 }
 
 /// A k8s-pb Deployment `name` in `ns-0` running `image`, as protobuf with its envelope.

@@ -137,3 +137,36 @@ pub fn json_deployments() -> SimServer {
     let obj = object::decode(template.to_string().into()).unwrap();
     SimServer::new(SimConfig::new(Templates::from_objects(vec![obj]).unwrap()).seed(5)).unwrap()
 }
+
+/// `method path` with `body` and `headers` to the server at `url` (HTTP/1.0, one connection); the status code
+/// and the body parsed as JSON (`Null` when it is not JSON).
+pub async fn request(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).await.unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..at]).into_owned();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (
+        code,
+        serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
+    )
+}
