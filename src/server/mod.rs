@@ -222,9 +222,10 @@ impl Drop for ServerHandle {
 /// - `namespaces` (the simulators' and a new cluster's four) and `events` (empty), writable,
 ///   unless a simulator serves them;
 /// - protobuf or JSON by the `Accept` header; a protobuf simulator answers JSON through its
-///   templates' JSON twins or the Kubernetes schema ([`JsonTranscoder`]); `Table` requests (kubectl's `get`) get a Table
-///   with upstream's columns for Pods, Deployments, Namespaces and Events (Name and Age for
-///   others), `PartialObjectMetadata` requests the metadata-only form;
+///   templates' JSON twins or the Kubernetes schema ([`JsonTranscoder`]); `Table` requests
+///   (kubectl's `get`) get a Table with upstream's columns for Pods, Deployments, Namespaces
+///   and Events (Name and Age for others), `PartialObjectMetadata` requests the metadata-only
+///   form;
 /// - errors as `Status` bodies with the HTTP code: 410 Expired for lists and continue tokens
 ///   older than the history window (watches get an ERROR event 410, as from a real server),
 ///   504 with `ResourceVersionTooLarge`, 400, 404, 405, 406, 409 (AlreadyExists, Conflict), 413,
