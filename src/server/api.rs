@@ -47,13 +47,13 @@ impl Api {
         &self,
         accept: Option<&str>,
     ) -> Result<Encoding, Box<Response<ResponseBody>>> {
-        negotiate(accept, self.sim.encoding(), self.has_json()).ok_or_else(|| {
+        negotiate(accept, self.sim.encoding(), self.json.is_some()).ok_or_else(|| {
             let s = failure(
                 406,
                 "NotAcceptable",
                 format!(
                     "only the following media types are accepted: {}",
-                    match (self.sim.encoding(), self.has_json()) {
+                    match (self.sim.encoding(), self.json.is_some()) {
                         (Encoding::Protobuf, true) =>
                             "application/json, application/vnd.kubernetes.protobuf",
                         (Encoding::Protobuf, false) => "application/vnd.kubernetes.protobuf",
@@ -63,12 +63,6 @@ impl Api {
             );
             Box::new(error_response(&s, Encoding::Json))
         })
-    }
-
-    /// Whether objects of this resource have a JSON form: JSON objects, or protobuf ones
-    /// with a transcoder (twins, or the Kubernetes schema).
-    pub(super) fn has_json(&self) -> bool {
-        self.json.is_some()
     }
 
     /// An object as a JSON document: as it is, or through the transcoder (the JSON twins, or

@@ -307,7 +307,7 @@ impl JsonTranscoder {
 }
 
 /// `obj` as JSON by the Kubernetes schema.
-pub(crate) fn schema_json(obj: &Object) -> Result<Bytes, TranscodeError> {
+fn schema_json(obj: &Object) -> Result<Bytes, TranscodeError> {
     proto_json::object_to_json(obj).map_err(|e| TranscodeError::Schema {
         key: obj.key().to_string(),
         reason: e.to_string(),

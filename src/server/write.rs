@@ -286,6 +286,7 @@ impl Api {
             ApiError::Status(s) if s.code == 400 => status(invalid(format!(
                 "the patched object is not valid: {}",
                 s.message
+                    .trim_start_matches("the request body does not decode: ")
             ))),
             e => e,
         })
