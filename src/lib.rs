@@ -25,6 +25,7 @@
 mod api;
 pub mod client;
 pub mod distributor;
+pub mod election;
 pub mod factory;
 pub mod fifo;
 // Every public item is re-exported at the root: `informer::Informer`, not the stuttering

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("client", 3),
     ("sim", 3),
     ("trace", 3),
+    ("election", 3),
     ("workqueue", 4),
     ("informer", 4),
     ("server", 4),

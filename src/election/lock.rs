@@ -1,0 +1,251 @@
+//! [`LeaseLock`]: one identity's hold on one Lease: acquire, renew, release, with the observed
+//! record and the local time it was observed (client-go `tryAcquireOrRenew` and `release`,
+//! `tools/leaderelection/leaderelection.go`, over `resourcelock/leaselock.go`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use kube::api::ObjectMeta;
+use tokio::time::Instant;
+
+use super::leases::{LeaseError, Leases};
+use super::record::LeaderElectionRecord;
+
+/// One identity's hold on one Lease.
+///
+/// It keeps the Lease as last read or written (the next write sends its resourceVersion, so a
+/// lost race is a conflict, never an overwrite), the record seen in it, and when that record
+/// was first seen on this machine's monotonic clock: a Lease held by someone else counts as
+/// expired only once it has stayed unchanged for its `leaseDurationSeconds` from then.
+#[derive(Debug)]
+pub struct LeaseLock<C> {
+    leases: C,
+    name: String,
+    identity: String,
+    lease_duration: Duration,
+    labels: BTreeMap<String, String>,
+    cached: Option<Lease>,
+    observed: LeaderElectionRecord,
+    observed_at: Option<Instant>,
+    wall: fn() -> Timestamp,
+}
+
+impl<C: Leases> LeaseLock<C> {
+    /// A lock on the Lease `name` for `identity`, which writes `lease_duration` into it.
+    pub fn new(leases: C, name: &str, identity: &str, lease_duration: Duration) -> Self {
+        LeaseLock {
+            leases,
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration,
+            labels: BTreeMap::new(),
+            cached: None,
+            observed: LeaderElectionRecord::default(),
+            observed_at: None,
+            wall: Timestamp::now,
+        }
+    }
+
+    /// Labels set on the Lease when this lock creates it (shard membership finds its group's
+    /// Leases by label).
+    #[must_use]
+    pub fn with_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Replaces the wall clock the Lease's times are written from (tests: a skewed clock).
+    #[cfg(test)]
+    pub(crate) fn with_wall_clock(mut self, wall: fn() -> Timestamp) -> Self {
+        self.wall = wall;
+        self
+    }
+
+    /// The Lease client (tests: write around the lock).
+    #[cfg(test)]
+    pub(crate) fn leases_for_test(&self) -> &C {
+        &self.leases
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This lock's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The record last seen (read or written).
+    pub fn observed(&self) -> &LeaderElectionRecord {
+        &self.observed
+    }
+
+    /// The Lease as last read or written.
+    pub fn lease(&self) -> Option<&Lease> {
+        self.cached.as_ref()
+    }
+
+    /// Whether the record last seen names this identity as holder (client-go `IsLeader`).
+    pub fn holds(&self) -> bool {
+        !self.identity.is_empty() && self.observed.holder_identity == self.identity
+    }
+
+    /// Whether the record last seen has not expired at `now`: it was first seen less than its
+    /// own lease duration ago (client-go `isLeaseValid`).
+    pub fn observed_valid(&self, now: Instant) -> bool {
+        self.observed_at
+            .is_some_and(|at| at + self.observed.lease_duration > now)
+    }
+
+    /// Notes a Lease read from the server: the observed time moves only when the record
+    /// changed.
+    fn observe(&mut self, lease: Lease) {
+        let record = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
+        if self.observed_at.is_none() || record != self.observed {
+            self.observed = record;
+            self.observed_at = Some(Instant::now());
+        }
+        self.cached = Some(lease);
+    }
+
+    /// Notes a Lease this lock wrote.
+    fn written(&mut self, lease: Lease) {
+        self.observed = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
+        self.observed_at = Some(Instant::now());
+        self.cached = Some(lease);
+    }
+
+    /// The record this identity writes when it holds the Lease now.
+    fn own_record(&self) -> LeaderElectionRecord {
+        let now = (self.wall)();
+        LeaderElectionRecord {
+            holder_identity: self.identity.clone(),
+            lease_duration: self.lease_duration,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            lease_transitions: 0,
+        }
+    }
+
+    /// Takes the Lease if it is free, expired or already ours, or renews it; `Ok(false)` when
+    /// someone else holds it and it has not expired (client-go `tryAcquireOrRenew`):
+    /// 1. holding a Lease that has not expired: update it from the cached copy (one request);
+    ///    on any failure fall through;
+    /// 2. read it; absent: create it;
+    /// 3. held by another and not expired: `Ok(false)`;
+    /// 4. write ourselves as holder (keeping `acquireTime` and `leaseTransitions` when it was
+    ///    ours, else counting one more transition).
+    ///
+    /// # Errors
+    /// A failed read or write, a conflict included: the caller retries after its period.
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
+        let mut record = self.own_record();
+        if self.holds()
+            && self.observed_valid(Instant::now())
+            && let Some(mut lease) = self.cached.clone()
+        {
+            record.acquire_time = self.observed.acquire_time;
+            record.lease_transitions = self.observed.lease_transitions;
+            record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+            match self.leases.replace(&lease).await {
+                Ok(l) => {
+                    self.written(l);
+                    return Ok(true);
+                }
+                Err(e) => {
+                    tracing::debug!(lease = %self.name, error = %e, "optimistic renew failed; reading the lease");
+                }
+            }
+        }
+        let Some(lease) = self.leases.get(&self.name).await? else {
+            let mut spec = LeaseSpec::default();
+            record.write_to(&mut spec);
+            let new = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(spec),
+            };
+            let created = self.leases.create(&new).await?;
+            self.written(created);
+            return Ok(true);
+        };
+        self.observe(lease.clone());
+        if !self.observed.holder_identity.is_empty()
+            && self.observed_valid(Instant::now())
+            && !self.holds()
+        {
+            return Ok(false);
+        }
+        if self.holds() {
+            record.acquire_time = self.observed.acquire_time;
+            record.lease_transitions = self.observed.lease_transitions;
+        } else {
+            record.lease_transitions = self.observed.lease_transitions.saturating_add(1);
+        }
+        let mut lease = lease;
+        record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        let updated = self.leases.replace(&lease).await?;
+        self.written(updated);
+        Ok(true)
+    }
+
+    /// Gives the Lease up if this identity holds it: no holder, a 1 s duration, the transition
+    /// count kept (client-go `release`), so a candidate takes it at its next try.
+    ///
+    /// # Errors
+    /// A failed write (the Lease then expires after its duration as if never released).
+    pub async fn release(&mut self) -> Result<(), LeaseError> {
+        if !self.holds() {
+            return Ok(());
+        }
+        let Some(mut lease) = self.cached.clone() else {
+            return Ok(());
+        };
+        let now = (self.wall)();
+        let record = LeaderElectionRecord {
+            holder_identity: String::new(),
+            lease_duration: Duration::from_secs(1),
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            lease_transitions: self.observed.lease_transitions,
+        };
+        record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        let updated = self.leases.replace(&lease).await?;
+        self.written(updated);
+        Ok(())
+    }
+
+    /// Deletes the Lease if this identity holds it and nobody wrote it since (a shard member
+    /// leaving its group).
+    ///
+    /// # Errors
+    /// A failed delete; [`LeaseError::Conflict`] when someone wrote it since.
+    pub async fn delete(&mut self) -> Result<(), LeaseError> {
+        if !self.holds() {
+            return Ok(());
+        }
+        let Some(rv) = self
+            .cached
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.clone())
+        else {
+            return Ok(());
+        };
+        match self.leases.delete(&self.name, &rv).await {
+            Ok(()) | Err(LeaseError::NotFound(_)) => {
+                self.cached = None;
+                self.observed = LeaderElectionRecord::default();
+                self.observed_at = None;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
