@@ -10,6 +10,7 @@
 mod batch;
 mod delta;
 mod error;
+mod filter;
 mod in_order;
 mod known;
 mod queue;
@@ -21,4 +22,4 @@ pub use delta::{DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, Deltas,
 pub use error::{PopError, TryPopError};
 pub use known::KnownObjects;
 pub use queue::{Builder, DeltaFifo, FifoKind};
-pub use transform::Transform;
+pub use transform::{Filter, Transform};

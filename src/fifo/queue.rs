@@ -74,7 +74,7 @@ pub enum FifoKind {
 /// [`DeletedFinalStateUnknown`]: super::DeletedFinalStateUnknown
 #[derive(Clone)]
 pub struct DeltaFifo {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 /// Builds a [`DeltaFifo`] with [`KnownObjects`] and a [`Transform`].
@@ -496,7 +496,7 @@ impl DeltaFifo {
     /// only sleep on an empty queue, so other pushes need no wake-up, and the `Condvar` is
     /// signalled only when a thread waits on it (async pops wait on the `Notify`). A busy queue
     /// costs producers one short lock per push and no wake-up.
-    fn wake(&self, inner: MutexGuard<'_, Inner>, became_non_empty: bool) {
+    pub(super) fn wake(&self, inner: MutexGuard<'_, Inner>, became_non_empty: bool) {
         let blocked = inner.blocked_poppers > 0;
         drop(inner);
         if became_non_empty {

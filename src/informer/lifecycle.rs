@@ -3,7 +3,7 @@
 //! informer runs any more.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::gate::{self, Gate};
@@ -32,7 +32,7 @@ impl<L: ListerWatcher> Informer<L> {
         if self.shared.fifo.is_closed() {
             return;
         }
-        {
+        let (transform, filter) = {
             let mut pending = self
                 .transform
                 .lock()
@@ -40,18 +40,24 @@ impl<L: ListerWatcher> Informer<L> {
             if self.started.swap(true, Ordering::AcqRel) {
                 return;
             }
-            if let Some(t) = pending.take() {
-                let _ = self.active_transform.set(t);
-            }
-        }
+            let filter = self
+                .filter
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            (pending.take(), filter)
+        };
+        let has_filter = filter.is_some();
         let sink = Arc::new(FifoSink {
             fifo: self.shared.fifo.clone(),
             seen_rv: self.shared.seen_rv.clone(),
             rv_moved: self.shared.rv_moved.clone(),
-            // With a transform, listed objects stay as they are (see `ListCompactor`).
-            list_compactor: (matches!(self.shared.compression, super::Compression::Zstd(_))
-                && self.active_transform.get().is_none())
-            .then(|| ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone())),
+            list_compactor: matches!(self.shared.compression, super::Compression::Zstd(_)).then(
+                || ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone()),
+            ),
+            transform,
+            filter,
+            filtering: Mutex::new(()),
         });
         let user_handler = self
             .watch_error_handler
@@ -59,15 +65,21 @@ impl<L: ListerWatcher> Informer<L> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let errors_to = Arc::downgrade(&self.shared);
-        let reflector = Reflector::new(self.lw.clone(), sink, self.reflector_config.clone())
-            .with_error_handler(Arc::new(move |err: &ReflectorError| {
-                if let Some(h) = &user_handler {
-                    h(err);
-                }
-                if let Some(shared) = errors_to.upgrade() {
-                    shared.report_error(err);
-                }
-            }));
+        let mut reflector =
+            Reflector::new(self.lw.clone(), sink.clone(), self.reflector_config.clone())
+                .with_error_handler(Arc::new(move |err: &ReflectorError| {
+                    if let Some(h) = &user_handler {
+                        h(err);
+                    }
+                    if let Some(shared) = errors_to.upgrade() {
+                        shared.report_error(err);
+                    }
+                }));
+        if has_filter {
+            let relist = Arc::new(tokio::sync::Notify::new());
+            reflector = reflector.with_relist_requests(relist.clone());
+            let _ = self.refilter.set((sink, relist));
+        }
         let _ = self.shared.reflector_metrics.set(reflector.metrics());
         let reflector_gate = Arc::new(Gate::default());
         let reflector_task = handle.spawn(reflector_gate.guard(async move {

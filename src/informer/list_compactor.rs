@@ -14,8 +14,8 @@ use crate::store::Store;
 /// resourceVersion, same bytes) is replaced by the stored one: a relist then costs one
 /// decompression for unchanged objects, and the DeltaFIFO's replace finds them unchanged.
 ///
-/// Not used when the informer has a transform: the DeltaFIFO transforms listed objects as it
-/// queues them, and would transform a stored (already transformed) object again.
+/// It gets listed objects already transformed (and filtered): a stored twin is what the
+/// transform made of the same object, and nothing is transformed twice.
 pub(super) struct ListCompactor {
     store: Store,
     dictionary: Arc<ArcSwapOption<Dictionary>>,

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use crate::distributor::{Distributor, ListenerId, Marker};
-use crate::fifo::{DeltaFifo, Transform};
+use crate::fifo::{DeltaFifo, Filter, Transform};
 use crate::object::Object;
 use crate::reflector::{
     ListerWatcher, ReflectorConfig, ReflectorError, ReflectorMetrics, WatchErrorHandler,
@@ -50,7 +50,7 @@ pub(crate) use options::CENTURY;
 use options::normalize_resync;
 use registration::SyncSlot;
 use resync::Resync;
-use sink::KnownStore;
+use sink::{FifoSink, KnownStore};
 
 /// Counters of the processing side.
 #[derive(Debug, Default)]
@@ -65,9 +65,12 @@ pub struct InformerMetrics {
     pub rejected: AtomicU64,
 }
 
-/// [`Informer::set_transform`] after [`Informer::start`].
+/// [`Informer::set_transform`] (or [`set_filter`](Informer::set_filter),
+/// [`set_watch_error_handler`](Informer::set_watch_error_handler)) after [`Informer::start`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the informer has already started: a transform can only be set before start")]
+#[error(
+    "the informer has already started: a transform, filter or watch error handler can only be set before start"
+)]
 pub struct AlreadyStarted;
 
 /// The writer side, under one lock with what orders registrations against publishes.
@@ -152,6 +155,9 @@ impl Shared {
 /// - Resync: each handler's period (≥ 1 s, 0 = never); sync updates go only to the handlers
 ///   due, real changes to all, so a resync never adds work for the others.
 /// - [`Lister`] and [`TypedLister`] read the store (lock-free snapshots).
+/// - A filter ([`set_filter`](Self::set_filter)) keeps the objects it rejects out of the
+///   cache; [`refilter`](Self::refilter) applies it again once its answer changed (a sharded
+///   controller whose shard assignment moved).
 ///
 /// # Consistency
 /// Notifications are published after the store holds the change, so a handler reading the
@@ -162,13 +168,18 @@ pub struct Informer<L: ListerWatcher> {
     shared: Arc<Shared>,
     lw: Arc<L>,
     reflector_config: ReflectorConfig,
-    /// Set by `start`; `set_transform` checks it under the `transform` lock.
+    /// Set by `start`; `set_transform` and `set_filter` check it under the `transform` lock.
     started: AtomicBool,
-    /// A transform set before start, moved into `active_transform` by `start`.
+    /// A transform set before start, handed to the reflector's sink by `start`.
     transform: Mutex<Option<Transform>>,
+    /// A filter set before start (written under the `transform` lock), handed to the sink by
+    /// `start`.
+    filter: Mutex<Option<Filter>>,
+    /// With a filter, set by `start`: the sink that judges objects and the reflector's relist
+    /// requests (what `refilter` uses).
+    refilter: OnceLock<(Arc<FifoSink>, Arc<tokio::sync::Notify>)>,
     /// The user's watch error handler, handed to the reflector by `start`.
     watch_error_handler: Mutex<Option<WatchErrorHandler>>,
-    active_transform: Arc<OnceLock<Transform>>,
     default_resync: Duration,
     next_handler: AtomicU64,
     tasks: Mutex<Vec<Task>>,
@@ -194,17 +205,11 @@ impl<L: ListerWatcher> Informer<L> {
     pub fn new(lw: L, config: InformerConfig) -> Self {
         let name = config.name.unwrap_or_else(|| lw.describe());
         let (reader, writer) = store(config.store);
-        // The transform is looked up per object so that `set_transform` can still choose it
-        // until start; afterwards the slot never changes.
-        let active_transform: Arc<OnceLock<Transform>> = Arc::new(OnceLock::new());
-        let slot = active_transform.clone();
+        // No transform in the queue: the reflector's sink transforms, then filters, before
+        // anything is queued (see `FifoSink`).
         let fifo = DeltaFifo::builder()
             .kind(config.fifo)
             .known_objects(Arc::new(KnownStore(reader.clone())))
-            .transform(move |o: Arc<Object>| match slot.get() {
-                Some(t) => t(o),
-                None => o,
-            })
             .build();
         Informer {
             shared: Arc::new(Shared {
@@ -242,8 +247,9 @@ impl<L: ListerWatcher> Informer<L> {
             reflector_config: config.reflector,
             started: AtomicBool::new(false),
             transform: Mutex::new(config.transform),
+            filter: Mutex::new(config.filter),
+            refilter: OnceLock::new(),
             watch_error_handler: Mutex::new(None),
-            active_transform,
             default_resync: normalize_resync(config.default_resync),
             next_handler: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
@@ -361,6 +367,98 @@ impl<L: ListerWatcher> Informer<L> {
         }
         *slot = Some(Arc::new(transform));
         Ok(())
+    }
+
+    /// Sets the filter every object must pass to be cached: objects it rejects (`false`)
+    /// never reach the DeltaFIFO nor the store, and handlers never hear of them (as if a
+    /// server-side selector had left them out, but decided here, on any content, e.g. the hash
+    /// of `namespace/name` for sharded controllers). Replaces one set earlier or in
+    /// [`InformerConfig::filter`].
+    ///
+    /// It runs after the transform, on the transformed object, on the reflector's task: keep
+    /// it cheap, and never let it block or wait for a handler.
+    /// - In a (re)list, rejected objects are left out: a cached key the filter no longer
+    ///   accepts is deleted as any key the list does not hold (a tombstone).
+    /// - On the watch, an added or modified object it rejects becomes a deletion (carrying
+    ///   that rejected state) when its key is cached or queued (and not already being
+    ///   deleted), and is dropped otherwise; deletions pass as without a filter.
+    ///
+    /// Its answer may change (it may read state the caller swaps): call
+    /// [`refilter`](Self::refilter) after each change.
+    ///
+    /// # Errors
+    /// [`AlreadyStarted`] after [`start`](Self::start).
+    ///
+    /// # Examples
+    /// ```
+    /// use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use informer::{Informer, InformerConfig};
+    /// # use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// # let sim = SimServer::new(SimConfig::new(Templates::etcd_pod(&default_fixtures_dir().unwrap()).unwrap())).unwrap();
+    /// let informer = Informer::new(sim, InformerConfig::default());
+    /// // This replica's shard out of 4, swapped when replicas join or leave.
+    /// let shard = Arc::new(AtomicU64::new(0));
+    /// let mine = shard.clone();
+    /// informer
+    ///     .set_filter(move |o| {
+    ///         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(o.key());
+    ///         hash % 4 == mine.load(Ordering::Acquire)
+    ///     })
+    ///     .unwrap();
+    /// informer.start(&tokio::runtime::Handle::current());
+    /// // Later, the assignment moved:
+    /// shard.store(2, Ordering::Release);
+    /// informer.refilter();
+    /// # informer.shutdown_async().await;
+    /// # });
+    /// ```
+    pub fn set_filter(
+        &self,
+        filter: impl Fn(&Object) -> bool + Send + Sync + 'static,
+    ) -> Result<(), AlreadyStarted> {
+        let _transform = self
+            .transform
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.started.load(Ordering::Acquire) {
+            return Err(AlreadyStarted);
+        }
+        *self.filter.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(filter));
+        Ok(())
+    }
+
+    /// Applies the filter ([`set_filter`](Self::set_filter)) again after its answer changed,
+    /// without waiting for the server:
+    /// 1. at once, queues a deletion of every cached (or queued) key whose newest state the
+    ///    filter now rejects: handlers get a Delete carrying that state (not a tombstone);
+    /// 2. then makes the reflector drop its watch and relist at once (no backoff), so that
+    ///    the objects the filter now accepts arrive as Adds. Objects kept all along come back
+    ///    unchanged from that relist: only handlers due for a resync get a sync update for
+    ///    them, as after any relist.
+    ///
+    /// Changes the reflector judges concurrently are ordered with the deletions: one judged
+    /// under the old answer is queued before them, never after. A call during a list (the
+    /// first one included) or a backoff makes the reflector relist once more before it
+    /// watches, since part of that list may have been judged under the old answer. Calls in
+    /// a row may share one relist.
+    ///
+    /// Does nothing without a filter, before [`start`](Self::start) (the first list asks
+    /// the filter anyway) and after shutdown. It runs the filter on the calling thread, once
+    /// per cached object, and waits only while the reflector queues a batch or a list (the
+    /// lock they share); it never waits for the server nor for a handler.
+    pub fn refilter(&self) {
+        let Some((sink, relist)) = self.refilter.get() else {
+            return;
+        };
+        if self.is_stopped() {
+            return;
+        }
+        let deleted = sink.refilter();
+        tracing::debug!(informer = %self.shared.name, deleted, "refilter: relist requested");
+        relist.notify_one();
     }
 
     /// Sets the function told of every list and watch failure (client-go

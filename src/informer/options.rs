@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::compression::Compression;
 use crate::distributor::OverflowPolicy;
-use crate::fifo::{FifoKind, Transform};
+use crate::fifo::{FifoKind, Filter, Transform};
 use crate::reflector::ReflectorConfig;
 use crate::store::StoreConfig;
 
@@ -35,6 +35,10 @@ pub struct InformerConfig {
     ///
     /// [`Object::without_managed_fields`]: crate::object::Object::without_managed_fields
     pub transform: Option<Transform>,
+    /// Objects it rejects are never cached; see
+    /// [`Informer::set_filter`](super::Informer::set_filter) and
+    /// [`Informer::refilter`](super::Informer::refilter).
+    pub filter: Option<Filter>,
     /// Resync period of handlers registered without one (client-go
     /// `defaultEventHandlerResyncPeriod`): zero (the default) = never.
     pub default_resync: Duration,
@@ -52,6 +56,7 @@ impl std::fmt::Debug for InformerConfig {
             .field("batch_size", &self.batch_size)
             .field("fifo", &self.fifo)
             .field("transform", &self.transform.is_some())
+            .field("filter", &self.filter.is_some())
             .field("default_resync", &self.default_resync)
             .field("compression", &self.compression)
             .finish()

@@ -1,10 +1,10 @@
 //! Where the reflector meets the DeltaFIFO: the queue as a [`ReflectorStore`], the informer's
 //! [`FifoSink`] over it, and the store as the queue's known objects ([`KnownStore`]).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::fifo::{DeltaFifo, DeltaType, KnownObjects};
+use crate::fifo::{DeltaFifo, DeltaType, Filter, KnownObjects, Transform};
 use crate::object::{Object, ObjectKey, parse_resource_version};
 use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
 use crate::store::Store;
@@ -52,9 +52,12 @@ impl KnownObjects for KnownStore {
     }
 }
 
-/// What the informer's reflector writes into: the DeltaFIFO, plus the newest resourceVersion
-/// the reflector has handed over (used to advance the store's resourceVersion once everything
-/// before it is applied).
+/// What the informer's reflector writes into: the DeltaFIFO, behind the informer's transform
+/// and filter, plus the newest resourceVersion the reflector has handed over (used to advance
+/// the store's resourceVersion once everything before it is applied).
+///
+/// The transform runs first (in `listed` for listed objects, in `apply` for watch changes),
+/// then the filter, on the transformed object. The DeltaFIFO itself has neither.
 pub(super) struct FifoSink {
     pub(super) fifo: DeltaFifo,
     pub(super) seen_rv: Arc<AtomicU64>,
@@ -63,6 +66,15 @@ pub(super) struct FifoSink {
     pub(super) rv_moved: Arc<tokio::sync::Notify>,
     /// Compacts listed objects as they arrive (with [`Compression::Zstd`](super::Compression)).
     pub(super) list_compactor: Option<ListCompactor>,
+    /// The informer's transform.
+    pub(super) transform: Option<Transform>,
+    /// The informer's filter: objects it rejects never reach the queue.
+    pub(super) filter: Option<Filter>,
+    /// Held while the filter's answers become queued deltas: by the reflector around "judge a
+    /// batch, queue it", by [`FifoSink::refilter`] around "judge the cache, queue the
+    /// deletions". A change judged under the filter's old answer is then queued before a
+    /// refilter's deletions, never after them. Not taken without a filter.
+    pub(super) filtering: Mutex<()>,
 }
 
 impl FifoSink {
@@ -72,11 +84,43 @@ impl FifoSink {
             self.rv_moved.notify_one();
         }
     }
+
+    fn transformed(&self, obj: Arc<Object>) -> Arc<Object> {
+        match &self.transform {
+            Some(t) => t(obj),
+            None => obj,
+        }
+    }
+
+    fn lock_filtering(&self) -> MutexGuard<'_, ()> {
+        self.filtering
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues a deletion of every key cached or queued whose newest state the filter now
+    /// rejects (see [`Informer::refilter`](super::Informer::refilter)); returns how many.
+    pub(super) fn refilter(&self) -> usize {
+        let Some(filter) = &self.filter else {
+            return 0;
+        };
+        let _filtering = self.lock_filtering();
+        self.fifo.delete_unless(|o| filter(o))
+    }
 }
 
 impl ReflectorStore for FifoSink {
     fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
-        ReflectorStore::replace(&self.fifo, items, resource_version)?;
+        // Items come transformed (and filtered) from `listed`; judged again here, under the
+        // lock, with the filter's current answer (a refilter may have run since).
+        match &self.filter {
+            None => ReflectorStore::replace(&self.fifo, items, resource_version)?,
+            Some(filter) => {
+                let _filtering = self.lock_filtering();
+                let kept = items.into_iter().filter(|o| filter(o)).collect();
+                ReflectorStore::replace(&self.fifo, kept, resource_version)?;
+            }
+        }
         // A relist is the truth at its version, even below a bookmark seen before.
         if let Some(rv) = parse_resource_version(resource_version) {
             self.seen_rv.store(rv, Ordering::SeqCst);
@@ -86,11 +130,30 @@ impl ReflectorStore for FifoSink {
     }
 
     fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed> {
+        if self.fifo.is_closed() {
+            return Err(StoreClosed);
+        }
         // The newest change's version, read before the changes are queued and recorded after.
         let newest = changes
             .last()
             .map(|c| c.object().resource_version().to_owned());
-        ReflectorStore::apply(&self.fifo, changes)?;
+        let changes = changes.into_iter().map(|c| match c {
+            WatchChange::Added(o) => (DeltaType::Added, self.transformed(o)),
+            WatchChange::Modified(o) => (DeltaType::Updated, self.transformed(o)),
+            WatchChange::Deleted(o) => (DeltaType::Deleted, self.transformed(o)),
+        });
+        match &self.filter {
+            None => self.fifo.apply_changes(changes),
+            Some(filter) => {
+                // Transformed before the lock is taken: only the filter runs under it.
+                let changes: Vec<(DeltaType, Arc<Object>)> = changes.collect();
+                let _filtering = self.lock_filtering();
+                // A rejected object leaves the cache as a deletion (dropped when its key is
+                // neither cached nor queued, or already on its way out), as a server-side
+                // selector sends DELETED for an object that stops matching.
+                self.fifo.apply_judged(changes, |o| filter(o));
+            }
+        }
         if let Some(rv) = newest {
             self.saw(&rv);
         }
@@ -98,6 +161,15 @@ impl ReflectorStore for FifoSink {
     }
 
     fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
+        // Transformed here, once: `replace` gets only what this returns. Filtered here too,
+        // so a list holds only what the cache may keep (judged again by `replace`).
+        let mut items: Vec<Arc<Object>> = match &self.transform {
+            Some(_) => items.into_iter().map(|o| self.transformed(o)).collect(),
+            None => items,
+        };
+        if let Some(filter) = &self.filter {
+            items.retain(|o| filter(o));
+        }
         match &self.list_compactor {
             Some(c) => c.compact(items),
             None => items,

@@ -71,6 +71,11 @@ pub(super) enum State<B> {
 /// | list: Expired or "too large resource version" (cause or old Timeout message) | list again at once with `""` |
 /// | list served older than asked for (a lagging cache) | not applied; list again at once with `""` |
 /// | list: anything else | backoff (at least `retryAfterSeconds`), list again |
+/// | relist requested ([`with_relist_requests`](Self::with_relist_requests), e.g. `Informer::refilter`) | drop the watch, relist at once |
+///
+/// A relist request that arrives while the reflector lists, waits for a backoff or opens a
+/// watch is kept (the [`Notify`](tokio::sync::Notify) stores it): the reflector relists
+/// again before it watches, since what it was listing may predate the request.
 ///
 /// The backoff is client-go's: 800 ms doubling to 30 s, each delay plus up to 100 % jitter,
 /// back to 800 ms after 2 min without a failure. Every retry that is not "at once" above waits
@@ -101,6 +106,8 @@ pub struct Reflector<L: ListerWatcher> {
     /// stay paginated (client-go `paginatedResult`).
     pub(super) paginated_result: bool,
     pub(super) rng: fastrand::Rng,
+    /// Relist requests (see [`Reflector::with_relist_requests`]).
+    pub(super) relist_requests: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl<L: ListerWatcher> std::fmt::Debug for Reflector<L> {
@@ -137,6 +144,7 @@ impl<L: ListerWatcher> Reflector<L> {
             last_rv_unavailable: false,
             paginated_result: false,
             rng,
+            relist_requests: None,
         }
     }
 
@@ -145,6 +153,40 @@ impl<L: ListerWatcher> Reflector<L> {
     pub fn with_error_handler(mut self, handler: WatchErrorHandler) -> Self {
         self.error_handler = Some(handler);
         self
+    }
+
+    /// Relists on request: each `notify_one` on `requests` makes the reflector drop its watch
+    /// and relist at once, without a backoff (an informer's filter changed its answer and
+    /// objects it now keeps must be fetched; client-go has no equivalent). A request made
+    /// while no watch is open is kept and honoured before the next watch opens. Counted in
+    /// [`ReflectorMetrics::requested_relists`].
+    #[must_use]
+    pub fn with_relist_requests(mut self, requests: Arc<tokio::sync::Notify>) -> Self {
+        self.relist_requests = Some(requests);
+        self
+    }
+
+    /// Takes a pending relist request, if there is one (never waits).
+    pub(super) fn take_relist_request(&self) -> bool {
+        use futures_util::FutureExt;
+        self.relist_requests
+            .as_ref()
+            .is_some_and(|r| r.notified().now_or_never().is_some())
+    }
+
+    /// Waits for a relist request (forever without [`Reflector::with_relist_requests`]).
+    pub(super) async fn relist_requested(requests: Option<&tokio::sync::Notify>) {
+        match requests {
+            Some(r) => r.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Counts a relist request acted upon and returns where the relist starts.
+    pub(super) fn relist_on_request(&self) -> State<L::Body> {
+        ReflectorMetrics::inc(&self.metrics.requested_relists);
+        tracing::debug!("relist requested");
+        self.relist()
     }
 
     /// The reflector's counters (shared; readable while it runs).
@@ -183,6 +225,9 @@ impl<L: ListerWatcher> Reflector<L> {
             }
             State::List { resource_version } => self.list(resource_version).await,
             State::WatchList { resource_version } => self.watch_list(resource_version).await,
+            // A relist requested meanwhile (during the list, a backoff): what was listed may
+            // predate it, so relist before watching.
+            State::Watch { .. } if self.take_relist_request() => Ok(self.relist_on_request()),
             State::Watch { resource_version } => Ok(self.watch(resource_version).await),
             State::Stream(open) => self.stream(open).await,
         }

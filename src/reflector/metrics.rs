@@ -16,6 +16,10 @@ pub struct ReflectorMetrics {
     pub list_pages: AtomicU64,
     /// Complete lists after the first one (relists).
     pub relists: AtomicU64,
+    /// Relists started on request
+    /// ([`Reflector::with_relist_requests`](super::Reflector::with_relist_requests)), each
+    /// also counted in `relists` once delivered.
+    pub requested_relists: AtomicU64,
     /// Streaming initial lists (`sendInitialEvents`) completed (counted in `lists` too).
     pub watch_lists: AtomicU64,
     /// Streaming initial lists that failed or were unsupported and fell back to list + watch.
@@ -70,6 +74,8 @@ pub struct ReflectorStats {
     pub list_pages: u64,
     /// Lists after the first.
     pub relists: u64,
+    /// Relists started on request.
+    pub requested_relists: u64,
     /// Streaming initial lists completed.
     pub watch_lists: u64,
     /// Streaming lists that fell back to list + watch.
@@ -116,6 +122,7 @@ impl ReflectorMetrics {
             lists: r(&self.lists),
             list_pages: r(&self.list_pages),
             relists: r(&self.relists),
+            requested_relists: r(&self.requested_relists),
             watch_lists: r(&self.watch_lists),
             watch_list_fallbacks: r(&self.watch_list_fallbacks),
             stale_lists: r(&self.stale_lists),

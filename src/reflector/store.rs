@@ -50,7 +50,10 @@ pub trait ReflectorStore: Send + Sync {
     /// Objects of a list as they arrive (one page, or a streaming list's batch of events),
     /// before the whole list goes to [`replace`](Self::replace): returns them in the form the
     /// store will keep, so that what a page's buffer holds can be released before the next
-    /// page arrives (a compressing informer compacts them here). Default: as they are.
+    /// page arrives (an informer transforms them and a compressing one compacts them here).
+    /// It may leave out objects the store will not keep (an informer's filter). The reflector
+    /// passes every object it lists through here, and only what this returns to `replace`.
+    /// Default: as they are.
     fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         items
     }

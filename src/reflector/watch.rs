@@ -72,7 +72,16 @@ impl<L: ListerWatcher> Reflector<L> {
         mut open: Box<OpenWatch<L::Body>>,
     ) -> Result<State<L::Body>, StoreClosed> {
         loop {
-            match open.next(&self.metrics).await {
+            let received = tokio::select! {
+                // A request first: a flooding watch must not hold it back.
+                biased;
+                () = Self::relist_requested(self.relist_requests.as_deref()) => {
+                    // The watch is dropped (its connection closed) with the state.
+                    return Ok(self.relist_on_request());
+                }
+                r = open.next(&self.metrics) => r,
+            };
+            match received {
                 Received::Events(events) => {
                     if let Some(status) = self.handle_events(events)? {
                         return Ok(self.after_error_event(status));

@@ -102,10 +102,12 @@ impl<L: ListerWatcher> Reflector<L> {
             for ev in events.by_ref() {
                 match ev {
                     WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                        let o = self.store.listed(vec![Arc::new(o)]).pop();
-                        if let Some(o) = o {
-                            state.insert(o.key(), o);
-                        }
+                        let key = o.key();
+                        // The store may leave it out (a filter): then an older state goes too.
+                        match self.store.listed(vec![Arc::new(o)]).pop() {
+                            Some(o) => state.insert(key, o),
+                            None => state.remove(&key),
+                        };
                     }
                     WatchEvent::Deleted(o) => {
                         state.remove(&o.key());
