@@ -151,10 +151,7 @@ async fn a_cut_off_leader_stops_before_another_starts() {
         failover <= timing().lease_duration + timing().retry_period.mul_f64(2.2) + 100 * MS,
         "failover {failover:?} ({t:?} after it stopped)"
     );
-    assert_eq!(
-        cs[old].run.is_finished() || *cs[old].elector.watch().borrow() == Leadership::Lost,
-        true
-    );
+    assert!(cs[old].run.is_finished() || *cs[old].elector.watch().borrow() == Leadership::Lost);
     let spec = store.peek("lead").unwrap().spec.unwrap();
     assert_eq!(spec.lease_transitions, Some(1));
     // Reconnected, the old leader follows the new one.
