@@ -36,6 +36,7 @@ pub mod object;
 pub mod reflector;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod sharding;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
@@ -53,7 +54,7 @@ pub use api::{KubeInformer, KubeInformerFactory, MakeHttpListerWatcher};
 pub use client::{ApiResource, ClientOptions, HttpListerWatcher};
 pub use distributor::{EventHandler, HandlerFns, Notification, OverflowPolicy};
 pub use factory::{SharedInformerFactory, TypedInformer};
-pub use fifo::DeltaObject;
+pub use fifo::{DeltaObject, Filter};
 pub use informer::{
     AlreadyStarted, CacheSyncError, ERROR_BACKLOG, Event, EventError, EventStream, HandlerOptions,
     Informer, InformerConfig, InformerMetrics, InformerMetricsProvider, LabelSelector, Lister,

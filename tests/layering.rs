@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("informer", 4),
     ("server", 4),
     ("factory", 5),
+    ("sharding", 5),
     ("api", 6),
     ("cli", 7),
 ];

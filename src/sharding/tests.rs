@@ -1,0 +1,203 @@
+//! Shard membership on paused time over the in-memory Lease store: the handover rule holds at
+//! every instant while members start, die, are cut off, join and leave.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::*;
+use crate::election::ElectionTiming;
+use crate::election::memory::MemoryLeases;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn timing() -> ElectionTiming {
+    ElectionTiming {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    }
+}
+
+struct Member {
+    shard: Shard,
+    leases: MemoryLeases,
+    stop: Option<oneshot::Sender<()>>,
+    run: tokio::task::JoinHandle<()>,
+}
+
+fn member(store: &MemoryLeases, id: &str) -> Member {
+    let leases = store.client();
+    let m = Arc::new(
+        ShardMember::with_leases(leases.clone(), ShardConfig::new("g", id).timing(timing()))
+            .unwrap(),
+    );
+    let shard = m.shard();
+    let (tx, rx) = oneshot::channel();
+    let run = tokio::spawn(async move {
+        m.run(async {
+            let _ = rx.await;
+        })
+        .await;
+    });
+    Member {
+        shard,
+        leases,
+        stop: Some(tx),
+        run,
+    }
+}
+
+fn keys() -> Vec<String> {
+    (0..600).map(|i| format!("ns-{}/obj-{i}", i % 5)).collect()
+}
+
+/// For every key, the members that may act on it now.
+fn owners(ms: &[Member], k: &str) -> Vec<usize> {
+    (0..ms.len()).filter(|&i| ms[i].shard.owns(k)).collect()
+}
+
+/// Steps paused time by 50 ms until `f` holds or `limit` passes; at every step no key has two
+/// acting owners.
+async fn until(ms: &[Member], limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let ks = keys();
+    let start = Instant::now();
+    while !f() {
+        for k in &ks {
+            let o = owners(ms, k);
+            assert!(o.len() <= 1, "{k} owned by {o:?} at once");
+        }
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        tokio::time::sleep(50 * MS).await;
+    }
+    start.elapsed()
+}
+
+/// The `alive` members all act and list exactly each other, and every key has exactly one
+/// acting owner among them.
+fn covered(ms: &[Member], alive: &[usize]) -> bool {
+    let ids: Vec<String> = alive
+        .iter()
+        .map(|&i| ms[i].shard.identity().to_owned())
+        .collect();
+    alive
+        .iter()
+        .all(|&i| ms[i].shard.acting_until().is_some() && ms[i].shard.members() == ids)
+        && keys().iter().all(|k| {
+            let o = owners(ms, k);
+            o.len() == 1 && alive.contains(&o[0])
+        })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_member_acts_at_once_and_newcomers_wait_a_lease_duration() {
+    let store = MemoryLeases::default();
+    let mut ms = vec![member(&store, "a")];
+    let t = until(&ms, Duration::from_secs(1), || covered(&ms, &[0])).await;
+    assert!(t < Duration::from_millis(100), "{t:?}");
+    ms.push(member(&store, "b"));
+    ms.push(member(&store, "c"));
+    let t = until(&ms, Duration::from_secs(30), || covered(&ms, &[0, 1, 2])).await;
+    assert!(t >= timing().lease_duration, "{t:?}");
+    assert!(
+        t <= timing().lease_duration + timing().retry_period + 100 * MS,
+        "{t:?}"
+    );
+    // Each holds about a third; all agree on the members.
+    for m in &ms {
+        assert_eq!(m.shard.members(), vec!["a", "b", "c"]);
+        let mine = keys().iter().filter(|k| m.shard.is_assigned(k)).count();
+        assert!(
+            (120..=280).contains(&mine),
+            "{}: {mine}",
+            m.shard.identity()
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_member_stops_before_its_keys_move() {
+    let store = MemoryLeases::default();
+    let ms: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| member(&store, id))
+        .collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
+    let claim_key = keys()
+        .into_iter()
+        .find(|k| ms[1].shard.is_assigned(k))
+        .unwrap();
+    let claim = ms[1].shard.claim(&claim_key).unwrap();
+    ms[1].leases.set_down(true);
+    let cut = Instant::now();
+    let t = until(&ms, Duration::from_secs(40), || covered(&ms, &[0, 2])).await;
+    // Taken over a lease duration after the survivors saw the last renewal (up to a round
+    // after it was made), found at a round (up to one more).
+    assert!(
+        t >= timing().lease_duration - timing().retry_period,
+        "{t:?}"
+    );
+    assert!(
+        t <= timing().lease_duration + 2 * timing().retry_period + 100 * MS,
+        "{t:?}"
+    );
+    assert!(!claim.is_valid());
+    assert!(claim.deadline() <= cut + timing().renew_deadline);
+    assert!(ms[1].shard.acting_until().is_none());
+    drop(claim);
+    assert_eq!(ms[0].shard.members(), vec!["a", "c"]);
+    // The dead member's Lease is deleted twice its duration after it was last seen changing.
+    until(&ms, Duration::from_secs(40), || store.peek("g-b").is_none()).await;
+    // Reconnected, it comes back as a newcomer: a lease duration before it acts again.
+    ms[1].leases.set_down(false);
+    let back = Instant::now();
+    until(&ms, Duration::from_secs(40), || covered(&ms, &[0, 1, 2])).await;
+    assert!(back.elapsed() >= timing().lease_duration);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_leaves_waits_for_its_claims_then_hands_over_at_the_next_round() {
+    let store = MemoryLeases::default();
+    let mut ms: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| member(&store, id))
+        .collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
+    let key = keys()
+        .into_iter()
+        .find(|k| ms[2].shard.is_assigned(k))
+        .unwrap();
+    let claim = ms[2].shard.claim(&key).unwrap();
+    let _ = ms[2].stop.take().unwrap().send(());
+    tokio::time::sleep(3 * MS).await;
+    // It stopped granting claims, and keeps its Lease while a claim is held.
+    assert!(ms[2].shard.claim(&key).is_none());
+    assert!(!claim.is_valid());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(store.peek("g-c").is_some());
+    drop(claim);
+    (&mut ms[2].run).await.unwrap();
+    assert!(store.peek("g-c").is_none());
+    assert!(ms[2].shard.members().is_empty());
+    let t = until(&ms, Duration::from_secs(10), || covered(&ms, &[0, 1])).await;
+    assert!(t <= timing().retry_period + 100 * MS, "{t:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_lists_fail_stops_acting_but_keeps_its_keys() {
+    let store = MemoryLeases::default();
+    let ms: Vec<_> = ["a", "b"].iter().map(|id| member(&store, id)).collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1])).await;
+    ms[0].leases.set_down(true);
+    until(&ms, Duration::from_secs(11), || {
+        ms[0].shard.acting_until().is_none()
+    })
+    .await;
+    // Its ring is kept (its cache stays), but it acts on nothing.
+    assert_eq!(ms[0].shard.members(), vec!["a", "b"]);
+    assert!(keys().iter().all(|k| !ms[0].shard.owns(k)));
+    ms[0].leases.set_down(false);
+    until(&ms, Duration::from_secs(40), || covered(&ms, &[0, 1])).await;
+}
