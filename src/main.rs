@@ -1,6 +1,7 @@
 //! The `informer` command line: `flood` runs the whole pipeline against the embedded simulated
 //! API server and verifies it; `serve` puts that server on a loopback socket; `watch` runs an
-//! informer against a cluster; `decode` prints what is inside Kubernetes bytes.
+//! informer against a cluster; `elect` and `shard` stand in a leader election or a shard group
+//! over Leases; `decode` prints what is inside Kubernetes bytes.
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Stand in a leader election over a Lease and print who leads, as JSON lines.
+    Elect(cli::elect::ElectArgs),
     /// Decode Kubernetes objects, lists, etcd values and watch captures and print their metadata.
     Decode(cli::decode::DecodeArgs),
     /// Flood the whole pipeline from the embedded API server and verify every view at the end.
@@ -27,6 +30,9 @@ enum Command {
     Replay(cli::flood::replay::ReplayArgs),
     /// Serve the embedded API server over HTTP on 127.0.0.1 (for kubectl, kube-rs, client-go).
     Serve(cli::serve::ServeArgs),
+    /// Join a shard group over Leases: cache and "reconcile" this member's share of a
+    /// resource, printing views, cache changes and claims as JSON lines.
+    Shard(cli::shard::ShardArgs),
     /// Run an informer against a cluster (or `informer serve`) and show a live summary.
     Watch(cli::watch::WatchArgs),
 }
@@ -45,6 +51,8 @@ fn main() {
     }
     let code = match &cli.command {
         Command::Decode(args) => cli::decode::run(args),
+        Command::Elect(args) => cli::elect::run(args),
+        Command::Shard(args) => cli::shard::run(args),
         Command::Flood(args) => cli::flood::run(args),
         Command::Replay(args) => cli::flood::replay::run(args),
         Command::Serve(args) => cli::serve::run(args),

@@ -3,8 +3,11 @@
 pub(crate) mod cache;
 pub(crate) mod decode;
 pub(crate) mod duration;
+pub(crate) mod elect;
 pub(crate) mod flood;
+pub(crate) mod lease_args;
 pub(crate) mod serve;
+pub(crate) mod shard;
 pub(crate) mod sim_args;
 pub(crate) mod watch;
 

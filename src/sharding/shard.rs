@@ -26,6 +26,8 @@ struct Inner {
     view: ArcSwap<View>,
     /// Bumped when the ring changes (the keys this member is assigned may have changed).
     ring_changes: watch::Sender<u64>,
+    /// Whether the member may act (its claims are granted), as last published.
+    acting: watch::Sender<bool>,
     claims: AtomicUsize,
     claims_ended: Notify,
 }
@@ -63,6 +65,7 @@ impl Shard {
                 identity: identity.to_owned(),
                 view: ArcSwap::from_pointee(View::default()),
                 ring_changes: watch::Sender::new(0),
+                acting: watch::Sender::new(false),
                 claims: AtomicUsize::new(0),
                 claims_ended: Notify::new(),
             }),
@@ -141,6 +144,14 @@ impl Shard {
         self.inner.ring_changes.subscribe()
     }
 
+    /// A receiver of whether this member may act, told when that changes (e.g. to enqueue
+    /// every cached key once a newcomer's wait ends, since events that arrived during the wait
+    /// found it not acting). The value is as published by the membership loop; between two
+    /// rounds the deadline may pass first, as [`acting_until`](Self::acting_until) shows.
+    pub fn acting_changes(&self) -> watch::Receiver<bool> {
+        self.inner.acting.subscribe()
+    }
+
     /// The predicate for [`Informer::set_filter`](crate::Informer::set_filter): keeps the
     /// objects assigned to this member.
     pub fn filter(&self) -> impl Fn(&Object) -> bool + Send + Sync + 'static {
@@ -155,10 +166,14 @@ impl Shard {
     /// Publishes `view`; tells ring watchers when the members changed.
     pub(super) fn publish(&self, view: View) {
         let ring_changed = self.inner.view.load().ring != view.ring;
+        let acting = view.acting_until.is_some();
         self.inner.view.store(Arc::new(view));
         if ring_changed {
             self.inner.ring_changes.send_modify(|g| *g += 1);
         }
+        self.inner
+            .acting
+            .send_if_modified(|a| std::mem::replace(a, acting) != acting);
     }
 
     /// Waits until no claim is held or `until` passes.
