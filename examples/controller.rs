@@ -48,11 +48,13 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use informer::Informer;
 use informer::client::ClientOptions;
+use informer::election::{LeaderElectionConfig, LeaderElector, Leadership};
 use informer::factory::{GroupVersionResource, MakeListerWatcher, SharedInformerFactory};
 use informer::reflector::ListerWatcher;
 use informer::server::{ServerConfig, serve_many};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
 use informer::workqueue::{QueueMetrics, WorkQueue};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_pb::api::apps::v1::Deployment;
 use k8s_pb::api::core::v1::Pod;
 
@@ -127,6 +129,18 @@ struct Args {
     /// controller owns that status, so this is off there by default).
     #[arg(long)]
     write_status: bool,
+    /// With `--kubeconfig`: run the workers only while this replica leads, elected over the
+    /// Lease `informer-controller` (client-go `tools/leaderelection` semantics; 15 s lease,
+    /// 10 s renew deadline, 2 s retry). Caches sync before the election, so a new leader
+    /// starts warm; a replica that loses the Lease stops at once and exits with code 1.
+    #[arg(long, requires = "kubeconfig")]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = "default")]
+    leader_elect_namespace: String,
+    /// This replica's identity in the election (default: hostname and pid).
+    #[arg(long)]
+    identity: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -358,6 +372,56 @@ where
         p_informer.store().len(),
         args.workers
     );
+    // With --leader-elect: stand in the election, and start the workers once leading.
+    let (elector, stop_election) = match (&source, args.leader_elect) {
+        (Source::Cluster(client), true) => {
+            let identity = args.identity.clone().unwrap_or_else(|| {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_owned())
+                    .unwrap_or_else(|_| "controller".to_owned());
+                format!("{host}-{}", std::process::id())
+            });
+            let leases =
+                kube::Api::<Lease>::namespaced((*client).clone(), &args.leader_elect_namespace);
+            let elector = Arc::new(LeaderElector::new(
+                leases,
+                LeaderElectionConfig::new("informer-controller", &identity),
+            )?);
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let e = elector.clone();
+            tokio::spawn(async move {
+                e.run(async {
+                    let _ = rx.await;
+                })
+                .await
+            });
+            let mut status = elector.watch();
+            println!(
+                "{identity}: waiting to lead (Lease {}/informer-controller)",
+                args.leader_elect_namespace
+            );
+            tokio::select! {
+                r = status.wait_for(|s| *s == Leadership::Leading) => { r?; }
+                _ = tokio::signal::ctrl_c() => {
+                    let _ = tx.send(());
+                    tokio::task::block_in_place(|| factory.shutdown());
+                    return Err("interrupted before leading".into());
+                }
+            }
+            println!("{identity}: leading");
+            (Some(elector), Some(tx))
+        }
+        _ => (None, None),
+    };
+    let lost = async {
+        match &elector {
+            Some(e) => {
+                let mut status = e.watch();
+                let _ = status.wait_for(|s| *s == Leadership::Lost).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     let workers = controller.start_workers(usize::from(args.workers))?;
     let running = Instant::now();
 
@@ -391,6 +455,14 @@ where
         }
     };
     let outcome = tokio::select! {
+        () = lost => {
+            // Another replica may act from now on: stop without draining.
+            println!("leadership lost: stopping");
+            controller.queue().shutdown();
+            drop(workers);
+            tokio::task::block_in_place(|| factory.shutdown());
+            return Ok(false);
+        }
         () = stop => Ok(()),
         r = drive => r,
         () = status => Ok(()),
@@ -443,6 +515,16 @@ where
     });
     controller.queue().shutdown_with_drain_async().await;
     let panicked = tokio::task::block_in_place(|| workers.join());
+    // The workers are done: give the Lease up so another replica leads at once.
+    if let (Some(tx), Some(e)) = (stop_election, &elector) {
+        let _ = tx.send(());
+        let mut status = e.watch();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            status.wait_for(|s| *s == Leadership::Stopped),
+        )
+        .await;
+    }
     let drained = running.elapsed() - ran;
 
     let verified = match sims {
