@@ -20,6 +20,10 @@ pub enum ConfigError {
     /// A duration is under one second (the Lease holds whole seconds).
     #[error("{0} must be at least 1 s")]
     TooShort(&'static str),
+    /// The Lease holds whole seconds: a fraction would be cut off, and others would wait less
+    /// than the holder acts.
+    #[error("lease_duration ({0:?}) must be a whole number of seconds")]
+    NotWholeSeconds(Duration),
     /// `lease_duration` must be longer than `renew_deadline`: the difference is what covers
     /// request latency and clocks that run at different rates.
     #[error("lease_duration ({lease:?}) must be longer than renew_deadline ({renew:?})")]
@@ -76,6 +80,9 @@ impl ElectionTiming {
         }
         if self.retry_period.is_zero() {
             return Err(ConfigError::TooShort("retry_period"));
+        }
+        if self.lease_duration.subsec_nanos() != 0 {
+            return Err(ConfigError::NotWholeSeconds(self.lease_duration));
         }
         if self.lease_duration <= self.renew_deadline {
             return Err(ConfigError::LeaseNotLongerThanRenew {
@@ -167,6 +174,15 @@ mod tests {
         assert_eq!(
             t(0, 0, 1).validate(),
             Err(ConfigError::TooShort("lease_duration"))
+        );
+        assert_eq!(
+            ElectionTiming {
+                lease_duration: Duration::from_millis(10_900),
+                renew_deadline: Duration::from_millis(10_500),
+                retry_period: s(2),
+            }
+            .validate(),
+            Err(ConfigError::NotWholeSeconds(Duration::from_millis(10_900)))
         );
         assert_eq!(
             LeaderElectionConfig::new("l", "").validate(),

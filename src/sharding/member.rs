@@ -148,6 +148,13 @@ impl<C: Leases> ShardMember<C> {
         let start = Instant::now();
         match tokio::time::timeout(timing.renew_deadline, lock.try_acquire_or_renew()).await {
             Ok(Ok(true)) => {
+                // A renewal after the deadline of the previous one (a stalled process, a slow
+                // round) comes back as a newcomer: others may have taken its keys meanwhile.
+                if r.renewed_at
+                    .is_some_and(|at| Instant::now() >= at + timing.renew_deadline)
+                {
+                    r.joined_at = None;
+                }
                 r.renewed_at = Some(start);
                 if r.joined_at.is_none() {
                     r.joined_at = Some(Instant::now());
@@ -210,6 +217,7 @@ impl<C: Leases> ShardMember<C> {
         let now = Instant::now();
         let mut live = Vec::new();
         let mut others = false;
+        let mut longest = std::time::Duration::ZERO;
         let mut expired = Vec::new();
         let mut names = Vec::with_capacity(leases.len());
         for lease in leases {
@@ -232,6 +240,7 @@ impl<C: Leases> ShardMember<C> {
                 continue;
             }
             others = true;
+            longest = longest.max(record.lease_duration);
             let since = entry.1;
             if since + record.lease_duration > now {
                 live.push(record.holder_identity);
@@ -247,8 +256,10 @@ impl<C: Leases> ShardMember<C> {
             if r.may_act_from.is_none() {
                 // A newcomer waits a lease duration before it acts, unless it found no other
                 // holder in the group: then nobody else can be acting on any key.
+                // The longest duration in the group: members with a longer one act for longer
+                // on a list that predates this member.
                 r.may_act_from = Some(if others {
-                    joined + self.config.timing.lease_duration
+                    joined + self.config.timing.lease_duration.max(longest)
                 } else {
                     joined
                 });

@@ -127,6 +127,14 @@ impl Shard {
             return None;
         }
         self.inner.claims.fetch_add(1, Ordering::SeqCst);
+        // A member leaving publishes "not acting", then waits for the claims counted: a claim
+        // counted after that check must see the new view and give up.
+        if self.inner.view.load().acting_until.is_none() {
+            if self.inner.claims.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.inner.claims_ended.notify_waiters();
+            }
+            return None;
+        }
         Some(Claim {
             shard: self.clone(),
             key: key.to_owned(),
