@@ -1,12 +1,15 @@
 //! `informer shard`: one member of a shard group: a membership Lease, an informer of one
 //! resource filtered to the member's keys, and workers that "reconcile" each changed key
-//! under a claim. Prints JSON lines: the members and whether it acts, its cache (count and an
-//! XOR of key hashes, so a checker can compare it with the expected share), and each claim.
+//! under a claim. Prints JSON lines: the members and whether it acts (at once on each change of
+//! the ring or of acting), its cache (count and an XOR of key hashes, so a checker can compare it
+//! with the expected share: as the store holds it, and as the handlers saw it through adds and
+//! deletes, with the wall time of the last one), and each claim.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informer::client::{HttpListerWatcher, discover};
+use informer::distributor::HandlerFns;
 use informer::object::ObjectKey;
 use informer::sharding::{ShardConfig, ShardMember, attach, shard_hash};
 use informer::workqueue::WorkQueue;
@@ -71,6 +74,10 @@ async fn run_async(args: &ShardArgs) -> Result<(), String> {
     informer
         .add_event_handler(queue.clone(), HandlerOptions::new().name("enqueue"))
         .map_err(|e| e.to_string())?;
+    let seen = Arc::new(SeenKeys::default());
+    informer
+        .add_event_handler(seen.handler(), HandlerOptions::new().name("seen"))
+        .map_err(|e| e.to_string())?;
     emit(
         json!({"event": "member", "identity": identity, "group": args.group, "t_ns": wall_ns() as u64}),
     );
@@ -114,9 +121,12 @@ async fn run_async(args: &ShardArgs) -> Result<(), String> {
         }));
     }
 
-    // Views and the cache, checked every 50 ms; keys enqueued again each time acting starts.
+    // Views at once on each change, the cache every 50 ms (the handlers' view carries the time
+    // of its last change, so a checker times a shard move to the event); keys enqueued again
+    // each time acting starts.
     tokio::pin!(stop);
     let mut acting = shard.acting_changes();
+    let mut ring = shard.ring_changes();
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     let (mut last_view, mut last_cache) = (None, None);
     loop {
@@ -129,6 +139,9 @@ async fn run_async(args: &ShardArgs) -> Result<(), String> {
                     }
                 }
             }
+            Ok(()) = ring.changed() => {
+                ring.borrow_and_update();
+            }
             _ = tick.tick() => {}
         }
         let view = (shard.members(), shard.acting_until().is_some());
@@ -140,11 +153,13 @@ async fn run_async(args: &ShardArgs) -> Result<(), String> {
         }
         let keys = informer.store().keys();
         let xor = keys.iter().fold(0u64, |x, k| x ^ shard_hash(k.as_str()));
-        let cache = (keys.len(), xor, informer.has_synced());
+        let (seen_count, seen_xor, changed_ns) = *seen.state.lock().expect("not poisoned");
+        let cache = (keys.len(), xor, informer.has_synced(), seen_count, seen_xor);
         if last_cache != Some(cache) {
             emit(
                 json!({"event": "cache", "count": cache.0, "xor": format!("{:016x}", cache.1),
-                "synced": cache.2, "t_ns": wall_ns() as u64}),
+                "synced": cache.2, "seen_count": seen_count, "seen_xor": format!("{seen_xor:016x}"),
+                "changed_ns": changed_ns, "t_ns": wall_ns() as u64}),
             );
             last_cache = Some(cache);
         }
@@ -158,4 +173,31 @@ async fn run_async(args: &ShardArgs) -> Result<(), String> {
     informer.shutdown_async().await;
     emit(json!({"event": "left", "t_ns": wall_ns() as u64}));
     Ok(())
+}
+
+/// The keys as the handlers saw them: adds minus deletes, counted and XORed by key hash, with the
+/// wall time (ns) of the last add or delete.
+#[derive(Default)]
+struct SeenKeys {
+    state: Mutex<(u64, u64, u64)>,
+}
+
+impl SeenKeys {
+    fn handler(self: &Arc<Self>) -> HandlerFns {
+        let (on_add, on_delete) = (self.clone(), self.clone());
+        HandlerFns::new()
+            .with_add(move |obj, _| on_add.change(obj.key().as_str(), true))
+            .with_delete(move |obj| on_delete.change(obj.key().as_str(), false))
+    }
+
+    fn change(&self, key: &str, added: bool) {
+        let mut s = self.state.lock().expect("not poisoned");
+        s.0 = if added {
+            s.0 + 1
+        } else {
+            s.0.saturating_sub(1)
+        };
+        s.1 ^= shard_hash(key);
+        s.2 = wall_ns() as u64;
+    }
 }
