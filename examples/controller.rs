@@ -375,12 +375,10 @@ where
     // With --leader-elect: stand in the election, and start the workers once leading.
     let (elector, stop_election) = match (&source, args.leader_elect) {
         (Source::Cluster(client), true) => {
-            let identity = args.identity.clone().unwrap_or_else(|| {
-                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_owned())
-                    .unwrap_or_else(|_| "controller".to_owned());
-                format!("{host}-{}", std::process::id())
-            });
+            let identity = args
+                .identity
+                .clone()
+                .unwrap_or_else(|| informer::election::default_identity("controller"));
             let leases =
                 kube::Api::<Lease>::namespaced((*client).clone(), &args.leader_elect_namespace);
             let elector = Arc::new(LeaderElector::new(

@@ -271,32 +271,7 @@ fn leader_election_three_replicas_one_leader_failover_on_kill() {
 /// Whether a shard replica's latest view is `members` (acting) and its cache holds exactly its
 /// share of `keys` under them.
 fn converged(r: &Replica, members: &[&str], keys: &[String]) -> bool {
-    let ring = ShardRing::new(members.iter().copied());
-    let mine: Vec<&String> = keys
-        .iter()
-        .filter(|k| ring.owner(k) == Some(&r.id))
-        .collect();
-    let xor = mine.iter().fold(0u64, |x, k| x ^ shard_hash(k));
-    let view_ok = r.last("view").is_some_and(|v| {
-        v["acting"] == true
-            && v["members"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m.as_str().unwrap())
-                .eq(members.iter().copied())
-    });
-    // The store holds exactly the share, and the handlers saw exactly it through adds and
-    // deletes.
-    let cache_ok = r.last("cache").is_some_and(|c| {
-        let n = Some(mine.len() as u64);
-        let x = format!("{xor:016x}");
-        c["count"].as_u64() == n
-            && c["xor"] == x
-            && c["seen_count"].as_u64() == n
-            && c["seen_xor"] == x
-    });
-    view_ok && cache_ok
+    holds(r, members, &share(members, keys, &r.id))
 }
 
 /// Every claim interval `[start, end]` per key, from every replica's timeline; a claim with no
@@ -638,8 +613,34 @@ fn shard_move_cost() {
         moved_in as f64 / took.as_secs_f64()
     );
 
-    // The floor under a move in: one paged list of the whole resource (500 a page, as the
-    // reflector asks), decoded by kube's client, nothing kept.
+    // Two baselines for a move in. The floor: the survivor's relist at a known resourceVersion
+    // is one unpaginated answer from the API server's watch cache; the same answer
+    // (resourceVersion=0, protobuf) read as raw bytes, nothing decoded or kept.
+    let raw = rt.block_on(async {
+        use http_body_util::BodyExt;
+        let start = Instant::now();
+        let req = http::Request::get(format!(
+            "/api/v1/namespaces/{ns}/configmaps?resourceVersion=0"
+        ))
+        .header("Accept", "application/vnd.kubernetes.protobuf")
+        .body(Vec::new())
+        .unwrap();
+        let res = client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "{}", res.status());
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        (start.elapsed(), bytes.len())
+    });
+    println!(
+        "raw protobuf list of all {objects} from the watch cache: {} bytes in {:?}; the move took {:.2}x that",
+        raw.1,
+        raw.0,
+        took.as_secs_f64() / raw.0.as_secs_f64()
+    );
+    // What a replica that starts cold with kube's client pays: a paged list (500 a page,
+    // resourceVersion unset, so a quorum read from etcd), decoded, nothing kept.
     let listed = rt.block_on(async {
         let start = Instant::now();
         let mut params = kube::api::ListParams::default().limit(500);

@@ -43,11 +43,10 @@ async fn run_async(args: &ElectArgs) -> Result<(), String> {
         tokio::select! {
             end = &mut run => break end,
             Ok(()) = states.changed() => {
-                let state = states.borrow_and_update().clone();
-                match state {
-                    Leadership::Following { leader } => emit(json!({"event": "following", "leader": leader, "t_ns": wall_ns() as u64})),
-                    Leadership::Leading => {}
-                    Leadership::Lost | Leadership::Stopped => {}
+                // Leading and losing show in the renewals below; only a change of leader
+                // seen from outside is written here.
+                if let Leadership::Following { leader } = states.borrow_and_update().clone() {
+                    emit(json!({"event": "following", "leader": leader, "t_ns": wall_ns() as u64}));
                 }
             }
             _ = tick.tick() => {}

@@ -49,12 +49,9 @@ impl LeaseArgs {
     }
 
     pub(crate) fn identity(&self) -> String {
-        self.identity.clone().unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_owned())
-                .unwrap_or_else(|_| "informer".to_owned());
-            format!("{host}-{}", std::process::id())
-        })
+        self.identity
+            .clone()
+            .unwrap_or_else(|| informer::election::default_identity("informer"))
     }
 
     pub(crate) async fn client(&self) -> Result<kube::Client, String> {

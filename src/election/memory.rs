@@ -1,9 +1,11 @@
 //! An in-memory Lease store with the API server's optimistic concurrency, for unit tests on
-//! paused time: each handle can be cut off (its requests fail) to play a partitioned replica.
+//! paused time: each handle can be cut off (its requests fail) to play a partitioned replica,
+//! or answered late to play a stalled one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 
@@ -20,6 +22,7 @@ struct State {
 pub(crate) struct MemoryLeases {
     state: Arc<Mutex<State>>,
     down: Arc<AtomicBool>,
+    slow: Arc<Mutex<VecDeque<Duration>>>,
 }
 
 impl MemoryLeases {
@@ -28,12 +31,27 @@ impl MemoryLeases {
         MemoryLeases {
             state: self.state.clone(),
             down: Arc::default(),
+            slow: Arc::default(),
         }
     }
 
     /// Cuts this client off (every request fails) or reconnects it.
     pub(crate) fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// The answers to this client's next requests come late, one delay per request in order
+    /// (on tokio time): each request takes effect at once, and its caller hears of it only
+    /// after the delay, as with a stalled process or a slow connection.
+    pub(crate) fn slow_answers(&self, delays: &[Duration]) {
+        self.slow.lock().unwrap().extend(delays);
+    }
+
+    async fn slow_answer(&self) {
+        let delay = self.slow.lock().unwrap().pop_front();
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
     }
 
     /// The stored Lease called `name`.
@@ -64,25 +82,33 @@ fn matches(l: &Lease, selector: &str) -> bool {
     })
 }
 
-impl Leases for MemoryLeases {
-    async fn get(&self, name: &str) -> Result<Option<Lease>, LeaseError> {
+impl State {
+    /// Keeps `lease` under `name` with the next resourceVersion; returns what was kept.
+    fn store(&mut self, name: String, lease: &Lease) -> Lease {
+        self.rv += 1;
+        let mut l = lease.clone();
+        l.metadata.resource_version = Some(self.rv.to_string());
+        self.leases.insert(name, l.clone());
+        l
+    }
+}
+
+/// The requests, answered at once.
+impl MemoryLeases {
+    fn get_now(&self, name: &str) -> Result<Option<Lease>, LeaseError> {
         Ok(self.check()?.leases.get(name).cloned())
     }
 
-    async fn create(&self, lease: &Lease) -> Result<Lease, LeaseError> {
+    fn create_now(&self, lease: &Lease) -> Result<Lease, LeaseError> {
         let mut s = self.check()?;
         let n = name(lease);
         if s.leases.contains_key(&n) {
             return Err(LeaseError::Conflict(n));
         }
-        s.rv += 1;
-        let mut l = lease.clone();
-        l.metadata.resource_version = Some(s.rv.to_string());
-        s.leases.insert(n, l.clone());
-        Ok(l)
+        Ok(s.store(n, lease))
     }
 
-    async fn replace(&self, lease: &Lease) -> Result<Lease, LeaseError> {
+    fn replace_now(&self, lease: &Lease) -> Result<Lease, LeaseError> {
         let mut s = self.check()?;
         let n = name(lease);
         let Some(current) = s.leases.get(&n) else {
@@ -91,14 +117,10 @@ impl Leases for MemoryLeases {
         if current.metadata.resource_version != lease.metadata.resource_version {
             return Err(LeaseError::Conflict(n));
         }
-        s.rv += 1;
-        let mut l = lease.clone();
-        l.metadata.resource_version = Some(s.rv.to_string());
-        s.leases.insert(n, l.clone());
-        Ok(l)
+        Ok(s.store(n, lease))
     }
 
-    async fn list(&self, label_selector: &str) -> Result<Vec<Lease>, LeaseError> {
+    fn list_now(&self, label_selector: &str) -> Result<Vec<Lease>, LeaseError> {
         let s = self.check()?;
         Ok(s.leases
             .values()
@@ -107,7 +129,7 @@ impl Leases for MemoryLeases {
             .collect())
     }
 
-    async fn delete(&self, name: &str, resource_version: &str) -> Result<(), LeaseError> {
+    fn delete_now(&self, name: &str, resource_version: &str) -> Result<(), LeaseError> {
         let mut s = self.check()?;
         let Some(current) = s.leases.get(name) else {
             return Err(LeaseError::NotFound(name.to_owned()));
@@ -117,5 +139,37 @@ impl Leases for MemoryLeases {
         }
         s.leases.remove(name);
         Ok(())
+    }
+}
+
+impl Leases for MemoryLeases {
+    async fn get(&self, name: &str) -> Result<Option<Lease>, LeaseError> {
+        let r = self.get_now(name);
+        self.slow_answer().await;
+        r
+    }
+
+    async fn create(&self, lease: &Lease) -> Result<Lease, LeaseError> {
+        let r = self.create_now(lease);
+        self.slow_answer().await;
+        r
+    }
+
+    async fn replace(&self, lease: &Lease) -> Result<Lease, LeaseError> {
+        let r = self.replace_now(lease);
+        self.slow_answer().await;
+        r
+    }
+
+    async fn list(&self, label_selector: &str) -> Result<Vec<Lease>, LeaseError> {
+        let r = self.list_now(label_selector);
+        self.slow_answer().await;
+        r
+    }
+
+    async fn delete(&self, name: &str, resource_version: &str) -> Result<(), LeaseError> {
+        let r = self.delete_now(name, resource_version);
+        self.slow_answer().await;
+        r
     }
 }

@@ -5,6 +5,7 @@
 
 mod config;
 mod elector;
+mod identity;
 mod leases;
 mod lock;
 #[cfg(test)]
@@ -15,6 +16,7 @@ mod tests;
 
 pub use config::{ConfigError, ElectionTiming, JITTER_FACTOR, LeaderElectionConfig};
 pub use elector::{LeaderElector, Leadership};
+pub use identity::default_identity;
 pub use leases::{LeaseError, Leases};
 pub use lock::LeaseLock;
 pub use record::LeaderElectionRecord;

@@ -12,12 +12,9 @@ use super::*;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry.
 fn timing() -> ElectionTiming {
-    ElectionTiming {
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(2),
-    }
+    ElectionTiming::default()
 }
 
 struct Candidate {

@@ -13,12 +13,9 @@ use crate::election::memory::MemoryLeases;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry.
 fn timing() -> ElectionTiming {
-    ElectionTiming {
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(2),
-    }
+    ElectionTiming::default()
 }
 
 struct Member {
@@ -200,4 +197,30 @@ async fn a_member_whose_lists_fail_stops_acting_but_keeps_its_keys() {
     assert!(keys().iter().all(|k| !ms[0].shard.owns(k)));
     ms[0].leases.set_down(false);
     until(&ms, Duration::from_secs(40), || covered(&ms, &[0, 1])).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_member_whose_renewal_lands_late_comes_back_as_a_newcomer() {
+    let store = MemoryLeases::default();
+    let ms: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| member(&store, id))
+        .collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
+    // b stalls: its next renewal and list each take effect at once but are answered 9.9 s
+    // later (each within the renew deadline). Its Lease then stays unchanged for a whole
+    // round of 21.8 s, longer than the lease duration, so a and c take its keys.
+    let stall = Duration::from_millis(9_900);
+    ms[1].leases.slow_answers(&[stall, stall]);
+    let stalled = Instant::now();
+    until(&ms, Duration::from_secs(30), || covered(&ms, &[0, 2])).await;
+    // Its next renewal succeeds, but more than a renew deadline after the one before: it
+    // must wait as a newcomer, not act at once on keys the others still act on. `until`
+    // checks at every step that no key has two acting owners.
+    until(&ms, Duration::from_secs(60), || covered(&ms, &[0, 1, 2])).await;
+    assert!(
+        stalled.elapsed() >= 2 * stall + timing().retry_period + timing().lease_duration,
+        "{:?}",
+        stalled.elapsed()
+    );
 }
