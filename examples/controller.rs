@@ -420,6 +420,7 @@ where
             None => std::future::pending().await,
         }
     };
+    tokio::pin!(lost);
     let workers = controller.start_workers(usize::from(args.workers))?;
     let running = Instant::now();
 
@@ -453,7 +454,7 @@ where
         }
     };
     let outcome = tokio::select! {
-        () = lost => {
+        () = &mut lost => {
             // Another replica may act from now on: stop without draining.
             println!("leadership lost: stopping");
             controller.queue().shutdown();
@@ -468,51 +469,64 @@ where
     let ran = running.elapsed();
     println!("stopping: draining the queue");
 
-    // With simulators: let the caches and handlers catch up with the last change first, so
-    // the drained result can be checked against the truth.
-    // The controller's own status writes are changes too: wait again while they move the
-    // Deployments on, until the queue is idle at the servers' last change.
-    if let Some(s) = sims {
-        let wait = Duration::from_secs(60);
-        loop {
-            let (d_rv, p_rv) = (s.deployments.resource_version(), s.pods.resource_version());
-            tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
-            tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
-            tokio::task::block_in_place(|| {
-                d_informer.flush();
-                p_informer.flush();
-            });
-            tokio::time::timeout(wait, async {
-                loop {
-                    let q = controller.queue().stats();
-                    if (q.depth, q.in_flight, q.delayed) == (0, 0, 0) {
-                        break;
+    // The drain runs only while this replica still leads: a loss during it stops at once.
+    let drain = async {
+        // With simulators: let the caches and handlers catch up with the last change first, so
+        // the drained result can be checked against the truth.
+        // The controller's own status writes are changes too: wait again while they move the
+        // Deployments on, until the queue is idle at the servers' last change.
+        if let Some(s) = sims {
+            let wait = Duration::from_secs(60);
+            loop {
+                let (d_rv, p_rv) = (s.deployments.resource_version(), s.pods.resource_version());
+                tokio::time::timeout(wait, d_informer.store().wait_for(d_rv)).await??;
+                tokio::time::timeout(wait, p_informer.store().wait_for(p_rv)).await??;
+                tokio::task::block_in_place(|| {
+                    d_informer.flush();
+                    p_informer.flush();
+                });
+                tokio::time::timeout(wait, async {
+                    loop {
+                        let q = controller.queue().stats();
+                        if (q.depth, q.in_flight, q.delayed) == (0, 0, 0) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                })
+                .await?;
+                if (s.deployments.resource_version(), s.pods.resource_version()) == (d_rv, p_rv) {
+                    break;
                 }
-            })
-            .await?;
-            if (s.deployments.resource_version(), s.pods.resource_version()) == (d_rv, p_rv) {
-                break;
             }
         }
-    }
-    // Against a cluster: let the caches reach what a fresh list says first.
-    if let Source::Cluster(client) = source {
-        let differ = settle_with_cluster(client, args, &d_informer, &p_informer, timeout).await?;
-        if differ > 0 {
-            println!(
-                "caches still differ from a fresh list by {differ} objects after {:.0} s",
-                timeout.as_secs_f64()
-            );
+        // Against a cluster: let the caches reach what a fresh list says first.
+        if let Source::Cluster(client) = source {
+            let differ =
+                settle_with_cluster(client, args, &d_informer, &p_informer, timeout).await?;
+            if differ > 0 {
+                println!(
+                    "caches still differ from a fresh list by {differ} objects after {:.0} s",
+                    timeout.as_secs_f64()
+                );
+            }
         }
-    }
-    tokio::task::block_in_place(|| {
-        d_informer.flush();
-        p_informer.flush();
-    });
-    controller.queue().shutdown_with_drain_async().await;
-    let panicked = tokio::task::block_in_place(|| workers.join());
+        tokio::task::block_in_place(|| {
+            d_informer.flush();
+            p_informer.flush();
+        });
+        controller.queue().shutdown_with_drain_async().await;
+        Ok::<_, Box<dyn Error>>(tokio::task::block_in_place(|| workers.join()))
+    };
+    let panicked = tokio::select! {
+        r = drain => r?,
+        () = &mut lost => {
+            println!("leadership lost while draining: stopping");
+            controller.queue().shutdown();
+            tokio::task::block_in_place(|| factory.shutdown());
+            return Ok(false);
+        }
+    };
     // The workers are done: give the Lease up so another replica leads at once.
     if let (Some(tx), Some(e)) = (stop_election, &elector) {
         let _ = tx.send(());

@@ -7,6 +7,10 @@ use std::time::Duration;
 /// `retry_period × (1 + up to 1.2)`, and the renew deadline must leave room for one such wait.
 pub const JITTER_FACTOR: f64 = 1.2;
 
+/// The longest duration the timing takes: `i32::MAX` seconds (about 68 years), the most a
+/// Lease's `leaseDurationSeconds` holds.
+pub const MAX_DURATION: Duration = Duration::from_secs(i32::MAX as u64);
+
 /// Why a configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -17,9 +21,25 @@ pub enum ConfigError {
     /// The Lease name is empty.
     #[error("the lease name must not be empty")]
     EmptyName,
-    /// A duration is under one second (the Lease holds whole seconds).
-    #[error("{0} must be at least 1 s")]
+    /// A name the API server would refuse: a Lease name must be a DNS subdomain (lower case
+    /// letters, digits, '-' and '.', at most 253 characters); a shard group a label value.
+    #[error("{what} {value:?} is not valid: {rule}")]
+    InvalidName {
+        /// Which name.
+        what: &'static str,
+        /// The name given.
+        value: String,
+        /// The rule it breaks.
+        rule: &'static str,
+    },
+    /// The lease duration is under one second (the Lease holds whole seconds), or the retry
+    /// period is zero.
+    #[error("{0} is too short (lease_duration at least 1 s, retry_period above zero)")]
     TooShort(&'static str),
+    /// A duration is over [`MAX_DURATION`]: the Lease's `leaseDurationSeconds` is an int32,
+    /// and deadlines that far out overflow the clock.
+    #[error("{0} must be at most {max} s", max = MAX_DURATION.as_secs())]
+    TooLong(&'static str),
     /// The Lease holds whole seconds: a fraction would be cut off, and others would wait less
     /// than the holder acts.
     #[error("lease_duration ({0:?}) must be a whole number of seconds")]
@@ -69,8 +89,8 @@ impl Default for ElectionTiming {
 }
 
 impl ElectionTiming {
-    /// Checks client-go's rules: each duration positive, the lease at least 1 s and longer
-    /// than the renew deadline, the renew deadline longer than 1.2 × the retry period.
+    /// Checks client-go's rules: each duration positive and at most [`MAX_DURATION`], the
+    /// lease at least 1 s (whole seconds) and longer than the renew deadline, the renew deadline longer than 1.2 × the retry period.
     ///
     /// # Errors
     /// The first rule broken.
@@ -80,6 +100,15 @@ impl ElectionTiming {
         }
         if self.retry_period.is_zero() {
             return Err(ConfigError::TooShort("retry_period"));
+        }
+        for (name, d) in [
+            ("lease_duration", self.lease_duration),
+            ("renew_deadline", self.renew_deadline),
+            ("retry_period", self.retry_period),
+        ] {
+            if d > MAX_DURATION {
+                return Err(ConfigError::TooLong(name));
+            }
         }
         if self.lease_duration.subsec_nanos() != 0 {
             return Err(ConfigError::NotWholeSeconds(self.lease_duration));
@@ -146,7 +175,21 @@ impl LeaderElectionConfig {
         if self.lease_name.is_empty() {
             return Err(ConfigError::EmptyName);
         }
+        check_lease_name(&self.lease_name)?;
         self.timing.validate()
+    }
+}
+
+/// Refuses a Lease name the API server would refuse (a DNS subdomain).
+pub(crate) fn check_lease_name(name: &str) -> Result<(), ConfigError> {
+    if crate::object::is_dns_subdomain(name) {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidName {
+            what: "lease name",
+            value: name.to_owned(),
+            rule: "a DNS subdomain: lower case letters, digits, '-' and '.', at most 253 characters",
+        })
     }
 }
 

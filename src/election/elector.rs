@@ -60,8 +60,13 @@ pub enum Leadership {
 /// let run = elector.run(async { tokio::signal::ctrl_c().await.ok(); });
 /// let work = async {
 ///     while status.changed().await.is_ok() {
-///         if *status.borrow() == Leadership::Leading {
-///             // start the workers; check `elector.is_leader()` before each write
+///         match *status.borrow() {
+///             Leadership::Leading => {
+///                 // start the workers; check `elector.is_leader()` before each write
+///             }
+///             // stop the workers; after `Lost`, call `run` again to stand again, or exit
+///             Leadership::Lost | Leadership::Stopped => break,
+///             Leadership::Following { .. } => {}
 ///         }
 ///     }
 /// };
@@ -209,8 +214,11 @@ impl<C: Leases> LeaderElector<C> {
         self.report(Leadership::Leading);
         // Lead: renew every retry period until the deadline of the last success.
         loop {
+            // Wake at the deadline at the latest, so that a lapse is reported when it happens
+            // (client-go's renew poll ends at the renew deadline), not a retry period later.
+            let wake = (Instant::now() + timing.retry_period).min(until);
             tokio::select! {
-                () = tokio::time::sleep(timing.retry_period) => {}
+                () = tokio::time::sleep_until(wake) => {}
                 () = &mut shutdown => {
                     // Stop acting first, then give the Lease up.
                     self.set_until(None);

@@ -3,10 +3,11 @@
 /// A name for this process in an election or a shard group: `<hostname>-<pid>`.
 ///
 /// The hostname is `$HOSTNAME` when set (a Pod's name inside Kubernetes), else the kernel's
-/// (`/proc/sys/kernel/hostname`), else `fallback`. Two processes on one host differ by pid; a
-/// restarted process gets a new name, so it campaigns as a newcomer, as client-go's examples
-/// do with a hostname plus a random suffix. Pass a stable name instead (e.g. the Pod name
-/// alone) when a restart should keep its Lease.
+/// (`/proc/sys/kernel/hostname`), else `fallback`; lower-cased, so that it fits a Lease name.
+/// Two processes on one host differ by pid. In a container the pid is usually 1, so a
+/// restarted container keeps its name (the Pod's) and renews its own Lease; a new Pod gets a
+/// new name. Two candidates sharing a name would each take the other's renewals for their
+/// own: give each process its own when several run in one network namespace.
 ///
 /// # Examples
 /// ```
@@ -25,5 +26,5 @@ pub fn default_identity(fallback: &str) -> String {
                 .filter(|h| !h.is_empty())
         })
         .unwrap_or_else(|| fallback.to_owned());
-    format!("{host}-{}", std::process::id())
+    format!("{}-{}", host.to_lowercase(), std::process::id())
 }

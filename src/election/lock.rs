@@ -26,6 +26,8 @@ pub struct LeaseLock<C> {
     identity: String,
     lease_duration: Duration,
     labels: BTreeMap<String, String>,
+    /// Whether the last successful acquire or renew had to create the Lease.
+    created: bool,
     cached: Option<Lease>,
     observed: LeaderElectionRecord,
     observed_at: Option<Instant>,
@@ -41,6 +43,7 @@ impl<C: Leases> LeaseLock<C> {
             identity: identity.to_owned(),
             lease_duration,
             labels: BTreeMap::new(),
+            created: false,
             cached: None,
             observed: LeaderElectionRecord::default(),
             observed_at: None,
@@ -119,6 +122,12 @@ impl<C: Leases> LeaseLock<C> {
         self.cached = Some(lease);
     }
 
+    /// Whether the last successful [`try_acquire_or_renew`](Self::try_acquire_or_renew) had
+    /// to create the Lease (none existed, e.g. it was deleted by hand) rather than update it.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
     /// The record this identity writes when it holds the Lease now.
     fn own_record(&self) -> LeaderElectionRecord {
         let now = (self.wall)();
@@ -154,6 +163,7 @@ impl<C: Leases> LeaseLock<C> {
             match self.leases.replace(&lease).await {
                 Ok(l) => {
                     self.written(l);
+                    self.created = false;
                     return Ok(true);
                 }
                 Err(e) => {
@@ -174,6 +184,7 @@ impl<C: Leases> LeaseLock<C> {
             };
             let created = self.leases.create(&new).await?;
             self.written(created);
+            self.created = true;
             return Ok(true);
         };
         self.observe(lease.clone());
@@ -191,8 +202,17 @@ impl<C: Leases> LeaseLock<C> {
         }
         let mut lease = lease;
         record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        // Labels removed by hand would hide a shard member from its group: put them back.
+        if !self.labels.is_empty() {
+            lease
+                .metadata
+                .labels
+                .get_or_insert_with(BTreeMap::new)
+                .extend(self.labels.clone());
+        }
         let updated = self.leases.replace(&lease).await?;
         self.written(updated);
+        self.created = false;
         Ok(true)
     }
 
@@ -222,13 +242,14 @@ impl<C: Leases> LeaseLock<C> {
         Ok(())
     }
 
-    /// Deletes the Lease if this identity holds it and nobody wrote it since (a shard member
-    /// leaving its group).
+    /// Deletes the Lease if this identity holds it, or it was last seen released, and nobody
+    /// wrote it since (a shard member leaving its group).
     ///
     /// # Errors
     /// A failed delete; [`LeaseError::Conflict`] when someone wrote it since.
     pub async fn delete(&mut self) -> Result<(), LeaseError> {
-        if !self.holds() {
+        // Held by this identity, or released (by it, before leaving).
+        if !self.holds() && !self.observed.holder_identity.is_empty() {
             return Ok(());
         }
         let Some(rv) = self

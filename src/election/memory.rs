@@ -54,6 +54,11 @@ impl MemoryLeases {
         }
     }
 
+    /// Deletes `name` at `resource_version` at once, as a user with kubectl would.
+    pub(crate) fn remove(&self, name: &str, resource_version: &str) {
+        self.delete_now(name, resource_version).unwrap();
+    }
+
     /// The stored Lease called `name`.
     pub(crate) fn peek(&self, name: &str) -> Option<Lease> {
         self.state.lock().unwrap().leases.get(name).cloned()

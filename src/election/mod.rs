@@ -14,7 +14,8 @@ mod record;
 #[cfg(test)]
 mod tests;
 
-pub use config::{ConfigError, ElectionTiming, JITTER_FACTOR, LeaderElectionConfig};
+pub(crate) use config::check_lease_name;
+pub use config::{ConfigError, ElectionTiming, JITTER_FACTOR, LeaderElectionConfig, MAX_DURATION};
 pub use elector::{LeaderElector, Leadership};
 pub use identity::default_identity;
 pub use leases::{LeaseError, Leases};

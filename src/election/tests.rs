@@ -260,3 +260,49 @@ async fn racing_writes_cannot_both_win() {
         Err(LeaseError::Conflict(_))
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_cut_off_reports_lost_at_its_renew_deadline() {
+    // A retry period close to the renew deadline (valid, as in client-go): the watch must
+    // say Lost when the deadline passes, not a retry period later, and before anyone else
+    // may lead.
+    let t = ElectionTiming {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(8),
+    };
+    let store = MemoryLeases::default();
+    let a_leases = store.client();
+    let a = Arc::new(
+        LeaderElector::with_leases(
+            a_leases.clone(),
+            LeaderElectionConfig::new("lead", "a").timing(t),
+        )
+        .unwrap(),
+    );
+    let e = a.clone();
+    let _run = tokio::spawn(async move { e.run(std::future::pending()).await });
+    tokio::time::sleep(MS).await;
+    assert_eq!(*a.watch().borrow(), Leadership::Leading);
+    let renewed = Instant::now();
+    a_leases.set_down(true);
+    tokio::time::sleep_until(renewed + t.renew_deadline + 10 * MS).await;
+    assert!(!a.is_leader());
+    assert_eq!(*a.watch().borrow(), Leadership::Lost);
+}
+
+#[test]
+fn durations_beyond_a_lease_field_are_refused() {
+    let t = ElectionTiming {
+        lease_duration: Duration::from_secs(u64::MAX),
+        renew_deadline: Duration::from_secs(u64::MAX - 1),
+        retry_period: Duration::from_secs(1),
+    };
+    assert_eq!(t.validate(), Err(ConfigError::TooLong("lease_duration")));
+    let ok = ElectionTiming {
+        lease_duration: MAX_DURATION,
+        renew_deadline: MAX_DURATION - Duration::from_secs(1),
+        retry_period: Duration::from_secs(1),
+    };
+    assert_eq!(ok.validate(), Ok(()));
+}

@@ -41,9 +41,11 @@ pub use meta::{
 pub(crate) use meta::{KeyMap, KeySet};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
-pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
+pub(crate) use selector::is_dns_subdomain;
 #[cfg(feature = "sim")]
-pub(crate) use selector::{is_dns_subdomain, is_label_key, is_label_value};
+pub(crate) use selector::is_label_key;
+pub(crate) use selector::is_label_value;
+pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
 pub use status::ApiStatus;
 pub use text::{Str, StrMap, StrMapIter};
 pub use value::Object;

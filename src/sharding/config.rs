@@ -56,7 +56,9 @@ impl ShardConfig {
     /// Checks the identity, the group and the timing.
     ///
     /// # Errors
-    /// The first rule broken ([`ConfigError::EmptyName`] for an empty group).
+    /// The first rule broken ([`ConfigError::EmptyName`] for an empty group,
+    /// [`ConfigError::InvalidName`] when the group is not a label value or
+    /// `<group>-<identity>` not a Lease name).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.identity.is_empty() {
             return Err(ConfigError::EmptyIdentity);
@@ -64,6 +66,14 @@ impl ShardConfig {
         if self.group.is_empty() {
             return Err(ConfigError::EmptyName);
         }
+        if !crate::object::is_label_value(&self.group) {
+            return Err(ConfigError::InvalidName {
+                what: "group",
+                value: self.group.clone(),
+                rule: "a label value: at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends",
+            });
+        }
+        crate::election::check_lease_name(&self.lease_name())?;
         self.timing.validate()
     }
 }

@@ -130,6 +130,18 @@ impl<C: Leases> ShardMember<C> {
             acting_until: None,
         });
         self.shard.claims_ended(last_deadline).await;
+        // Release first and leave the released Lease up for one retry period, so that every
+        // member lists it released and takes the keys over at once; a Lease that vanishes
+        // while held is waited out for its whole duration.
+        match tokio::time::timeout(timing.renew_deadline, lock.release()).await {
+            Ok(Ok(())) => tokio::time::sleep(timing.retry_period).await,
+            Ok(Err(e)) => {
+                tracing::warn!(lease = %lock.name(), error = %e, "releasing the membership lease failed; it expires")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %lock.name(), "releasing the membership lease timed out; it expires")
+            }
+        }
         match tokio::time::timeout(timing.renew_deadline, lock.delete()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -153,6 +165,11 @@ impl<C: Leases> ShardMember<C> {
                 if r.renewed_at
                     .is_some_and(|at| Instant::now() >= at + timing.renew_deadline)
                 {
+                    r.joined_at = None;
+                }
+                // Its Lease had vanished (deleted by hand): a newcomer that listed meanwhile
+                // may have found no one and be acting on every key.
+                if lock.created() {
                     r.joined_at = None;
                 }
                 r.renewed_at = Some(start);
@@ -237,6 +254,12 @@ impl<C: Leases> ShardMember<C> {
                 *entry = (record.clone(), now);
             }
             if record.holder_identity.is_empty() {
+                // Released by a member that left; deleted here if its own delete failed.
+                if entry.1 + 2 * self.config.timing.lease_duration <= now
+                    && let Some(rv) = lease.metadata.resource_version
+                {
+                    expired.push((name, rv));
+                }
                 continue;
             }
             others = true;
@@ -250,7 +273,21 @@ impl<C: Leases> ShardMember<C> {
                 expired.push((name, rv));
             }
         }
-        r.seen.retain(|n, _| names.contains(n));
+        // A Lease gone from the list while last seen held (deleted by hand, or its member's
+        // release was missed between two lists) counts as live until it would have expired:
+        // its member may still be acting, and a clean leave releases before it deletes.
+        r.seen.retain(|n, (record, since)| {
+            if names.contains(n) {
+                return true;
+            }
+            let held = !record.holder_identity.is_empty() && *since + record.lease_duration > now;
+            if held {
+                others = true;
+                longest = longest.max(record.lease_duration);
+                live.push(record.holder_identity.clone());
+            }
+            held
+        });
         if let Some(joined) = r.joined_at {
             live.push(self.config.identity.clone());
             if r.may_act_from.is_none() {

@@ -45,14 +45,22 @@ struct Inner {
 /// # The handover rule
 /// A member acts on its keys only while its last renewal of its own Lease *and* its last list
 /// of the group both started less than `renew_deadline` ago, and a claim never outlives that
-/// instant. A new member acts only `lease_duration` after its Lease was created (unless it
-/// found no other Lease of the group at all); a member whose Lease stops changing counts as
-/// gone only `lease_duration` after the others saw its last change. As
+/// instant. A new member acts only after the longest `lease_duration` in the group has passed
+/// since it joined (at once if it found no other Lease of the group at all); a member whose
+/// renewal lands past its renew deadline, or whose Lease had to be created again, joins anew.
+/// A member whose Lease stops changing, or vanishes while held, counts as gone only
+/// `lease_duration` after the others saw its last change. As
 /// `lease_duration > renew_deadline`, any member that could still act on a key when the key
 /// moves has either already listed the newcomer (and let the key go) or reached its deadline;
 /// and a member that died or was cut off stopped acting before the survivors start. A member
-/// that leaves cleanly stops granting claims, waits for its claims to end, then deletes its
-/// Lease, so the others take over at their next list.
+/// that leaves cleanly stops granting claims, waits for its claims to end, releases its Lease
+/// (no holder), and deletes it one retry period later, so the others take over at their next
+/// list.
+///
+/// Deleting a member's Lease by hand is safe while other members see it go (they wait it
+/// out). Not covered, as with client-go's leader election: the group's only Lease deleted
+/// and a newcomer joining before its member's next renewal (at most a retry period), since
+/// the newcomer finds no one and acts at once.
 #[derive(Debug, Clone)]
 pub struct Shard {
     inner: Arc<Inner>,
@@ -155,7 +163,8 @@ impl Shard {
     /// A receiver of whether this member may act, told when that changes (e.g. to enqueue
     /// every cached key once a newcomer's wait ends, since events that arrived during the wait
     /// found it not acting). The value is as published by the membership loop; between two
-    /// rounds the deadline may pass first, as [`acting_until`](Self::acting_until) shows.
+    /// rounds the deadline may pass first, as [`acting_until`](Self::acting_until) shows, and
+    /// acting again after such a lapse is told as a change too (the value stays `true`).
     pub fn acting_changes(&self) -> watch::Receiver<bool> {
         self.inner.acting.subscribe()
     }
@@ -173,15 +182,21 @@ impl Shard {
 
     /// Publishes `view`; tells ring watchers when the members changed.
     pub(super) fn publish(&self, view: View) {
-        let ring_changed = self.inner.view.load().ring != view.ring;
+        let old = self.inner.view.load_full();
+        let ring_changed = old.ring != view.ring;
         let acting = view.acting_until.is_some();
+        // A deadline that lapsed between two rounds stopped the claims as surely as a
+        // published stop: acting again after it is a change, so watchers re-enqueue the keys
+        // refused meanwhile.
+        let lapsed = old.acting_until.is_some_and(|u| u <= Instant::now());
         self.inner.view.store(Arc::new(view));
         if ring_changed {
             self.inner.ring_changes.send_modify(|g| *g += 1);
         }
-        self.inner
-            .acting
-            .send_if_modified(|a| std::mem::replace(a, acting) != acting);
+        self.inner.acting.send_if_modified(|a| {
+            let was = std::mem::replace(a, acting);
+            was != acting || (acting && lapsed)
+        });
     }
 
     /// Waits until no claim is held or `until` passes.

@@ -224,3 +224,44 @@ async fn a_stalled_member_whose_renewal_lands_late_comes_back_as_a_newcomer() {
         stalled.elapsed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_membership_lease_deleted_by_hand_is_waited_out_not_taken_over() {
+    let store = MemoryLeases::default();
+    let ms: Vec<_> = ["a", "b"].iter().map(|id| member(&store, id)).collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1])).await;
+    // Someone deletes b's Lease: a must not take b's keys while b may still act, and b,
+    // finding its Lease gone, comes back as a newcomer. `until` checks every step.
+    tokio::time::sleep(300 * MS).await;
+    let rv = store
+        .peek("g-b")
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    store.remove("g-b", &rv);
+    let deleted = Instant::now();
+    until(&ms, Duration::from_secs(40), || {
+        deleted.elapsed() > timing().lease_duration && covered(&ms, &[0, 1])
+    })
+    .await;
+    assert!(store.peek("g-b").is_some());
+}
+
+#[test]
+fn names_the_api_server_would_refuse_are_a_typed_error() {
+    use crate::election::ConfigError;
+    let bad = |group: &str, id: &str| ShardConfig::new(group, id).validate();
+    assert!(matches!(
+        bad("g", "Host-1"),
+        Err(ConfigError::InvalidName {
+            what: "lease name",
+            ..
+        })
+    ));
+    assert!(matches!(
+        bad("a b", "x"),
+        Err(ConfigError::InvalidName { what: "group", .. })
+    ));
+    assert_eq!(bad("workers", "replica-0"), Ok(()));
+}
