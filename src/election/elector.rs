@@ -185,6 +185,11 @@ impl<C: Leases> LeaderElector<C> {
     ///
     /// Failed requests are logged (`tracing`) and retried every `retry_period`; a request that
     /// takes longer than `renew_deadline` counts as failed.
+    ///
+    /// Stop it through `shutdown`, not by dropping it: a `run` dropped while leading neither
+    /// releases the Lease nor reports `Stopped` on [`watch`](Self::watch) (which then says
+    /// `Leading` until the next `run`), though [`is_leader`](Self::is_leader) still turns
+    /// false at the renew deadline.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Leadership {
         let mut lock = self.lock.lock().await;
         tokio::pin!(shutdown);
