@@ -13,6 +13,7 @@ use super::handler::EventHandler;
 use super::listener::{Listener, ListenerId, OverflowPolicy};
 use super::marker::{Marker, ReachOnDrop};
 use super::stream::NotificationStream;
+use super::wakeup::Wakeup;
 use super::worker;
 
 /// The distributor's side of a listener.
@@ -24,6 +25,18 @@ pub(crate) struct Entry {
     thread_id: Option<ThreadId>,
     /// A stream listener's waker (`None` for a thread listener).
     waker: Option<Arc<WakerSlot>>,
+    /// A thread listener's parking spot (`None` for a stream listener).
+    wakeup: Option<Arc<Wakeup>>,
+}
+
+impl Drop for Entry {
+    /// Nothing can publish to this listener any more: a thread still waiting on its feed ends
+    /// once it has handled what is queued.
+    fn drop(&mut self) {
+        if let Some(w) = &self.wakeup {
+            w.close();
+        }
+    }
 }
 
 impl Entry {
@@ -38,8 +51,10 @@ impl Entry {
         let (feed, source) = new_feed(policy)?;
         let builder = thread::Builder::new().name(format!("informer-{}", listener.name()));
         let consumer = listener.clone();
+        let wakeup = Arc::new(Wakeup::default());
+        let parked = wakeup.clone();
         let handle = builder
-            .spawn(move || worker::run(handler, &consumer, source))
+            .spawn(move || worker::run(handler, &consumer, source, &parked))
             .map_err(AddListenerError::Spawn)?;
         Ok(Entry {
             listener,
@@ -47,6 +62,7 @@ impl Entry {
             thread_id: Some(handle.thread().id()),
             thread: Mutex::new(Some(handle)),
             waker: None,
+            wakeup: Some(wakeup),
         })
     }
 
@@ -67,6 +83,7 @@ impl Entry {
                 thread: Mutex::new(None),
                 thread_id: None,
                 waker: Some(waker),
+                wakeup: None,
             },
             stream,
         ))
@@ -74,6 +91,9 @@ impl Entry {
 
     fn wake(&self) {
         if let Some(w) = &self.waker {
+            w.wake();
+        }
+        if let Some(w) = &self.wakeup {
             w.wake();
         }
     }

@@ -22,6 +22,7 @@ mod marker;
 mod metrics;
 mod notification;
 mod stream;
+mod wakeup;
 mod worker;
 
 pub use error::AddListenerError;

@@ -8,24 +8,53 @@ use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crossbeam::channel::Receiver;
+use crossbeam::channel::{Receiver, TryRecvError};
 
 use super::Notification;
 use super::coalesce::CoalesceQueue;
 use super::feed::{Msg, Source};
 use super::handler::EventHandler;
 use super::listener::Listener;
+use super::wakeup::{Patience, Wakeup};
 
-/// The thread's body: handles what `source` delivers until the listener stops.
-pub(crate) fn run<H: EventHandler>(handler: H, listener: &Listener, source: Source) {
+/// The thread's body: handles what `source` delivers until the listener stops, sleeping in
+/// `wakeup` while there is nothing to handle.
+pub(crate) fn run<H: EventHandler>(
+    handler: H,
+    listener: &Listener,
+    source: Source,
+    wakeup: &Wakeup,
+) {
+    wakeup.register();
     match source {
-        Source::Channel(rx) => run_channel(handler, listener, &rx),
-        Source::Coalesce { queue, doorbell } => run_coalesce(handler, listener, &queue, &doorbell),
+        Source::Channel(rx) => run_channel(handler, listener, &rx, wakeup),
+        Source::Coalesce { queue, doorbell } => {
+            run_coalesce(handler, listener, &queue, &doorbell, wakeup)
+        }
     }
 }
 
-fn run_channel<H: EventHandler>(mut handler: H, listener: &Listener, rx: &Receiver<Msg>) {
-    while let Ok(msg) = rx.recv() {
+/// The next message, sleeping while there is none; `None` once the channel is disconnected or
+/// the publishing side is gone (after what was queued).
+fn next<T>(rx: &Receiver<T>, wakeup: &Wakeup, patience: &mut Patience) -> Option<T> {
+    loop {
+        match rx.try_recv() {
+            Ok(msg) => return Some(msg),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if wakeup.is_closed() => return None,
+            Err(TryRecvError::Empty) => wakeup.wait(patience, || !rx.is_empty()),
+        }
+    }
+}
+
+fn run_channel<H: EventHandler>(
+    mut handler: H,
+    listener: &Listener,
+    rx: &Receiver<Msg>,
+    wakeup: &Wakeup,
+) {
+    let mut patience = Patience::default();
+    while let Some(msg) = next(rx, wakeup, &mut patience) {
         match msg {
             Msg::Batch(batch) => handle(&mut handler, listener, &batch),
             Msg::BatchThen(batch, marker) => {
@@ -50,8 +79,10 @@ fn run_coalesce<H: EventHandler>(
     listener: &Listener,
     queue: &CoalesceQueue,
     doorbell: &Receiver<()>,
+    wakeup: &Wakeup,
 ) {
-    while doorbell.recv().is_ok() {
+    let mut patience = Patience::default();
+    while next(doorbell, wakeup, &mut patience).is_some() {
         let taken = queue.take();
         handle(&mut handler, listener, &taken.items);
         drop(taken.markers);
