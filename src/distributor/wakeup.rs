@@ -87,7 +87,9 @@ impl Wakeup {
                 return found(patience);
             }
         }
-        self.sleeping.store(true, Ordering::Relaxed);
+        // Release, with the publisher's Acquire swap: a publisher that finds the flag also sees
+        // the thread registered in `thread`.
+        self.sleeping.store(true, Ordering::Release);
         fence(Ordering::SeqCst);
         if !ready() && !self.is_closed() {
             let parked = Instant::now();
@@ -105,7 +107,7 @@ impl Wakeup {
     pub(crate) fn wake(&self) {
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed)
-            && self.sleeping.swap(false, Ordering::Relaxed)
+            && self.sleeping.swap(false, Ordering::Acquire)
             && let Some(t) = self.thread.get()
         {
             t.unpark();
