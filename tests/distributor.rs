@@ -1,5 +1,6 @@
 //! Distributor: delivery guarantees per overflow policy, isolation of slow listeners, panics,
-//! late listeners, runtime add/remove and shutdown. No sleeps: gates, markers and joins.
+//! late listeners, runtime add/remove and shutdown. No sleeps: gates, markers and joins (the
+//! `wakeup` stress tests pause at random on purpose, to land publishes inside a listener's wait).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,9 @@ use informer::distributor::{
 };
 use informer::fifo::{DeletedFinalStateUnknown, DeltaObject};
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
+
+#[path = "distributor/wakeup.rs"]
+mod wakeup;
 
 fn obj(name: &str, rv: u64) -> Arc<Object> {
     let meta = ObjectMeta {

@@ -1,53 +1,23 @@
 //! Stress tests of the listener threads' wake-up protocol (`src/distributor/wakeup.rs`): a
 //! publish landing at every stage of a listener's wait (spin, yields, just before and after it
 //! parks), for every overflow policy, with flushes, removals, shutdowns and handlers removing
-//! themselves. Every wait is bounded, so a lost wake-up fails as "HANG" instead of hanging. The
-//! random pauses between publishes are the point of the test (they move the publish through
-//! the listener's wait), not a wait for a result. `WAKE_ITERS` sets the rounds (default 20 000).
+//! themselves. Every wait is bounded, so a lost wake-up fails as a "deadlock" instead of
+//! hanging. The random pauses between publishes are the point of the test (they move the
+//! publish through the listener's wait), not a wait for a result. `WAKE_ITERS` sets the rounds
+//! (default 20 000).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use crossbeam::channel::{Sender, bounded, unbounded};
-use informer::distributor::{Distributor, HandlerFns, Notification, OverflowPolicy};
-use informer::object::{Encoding, GroupVersionKind, Object, ObjectMeta};
+use informer::distributor::{Distributor, HandlerFns, OverflowPolicy};
+use informer::object::Object;
 
-fn obj(name: &str, rv: u64) -> Arc<Object> {
-    let meta = ObjectMeta {
-        name: name.to_owned().into(),
-        namespace: "ns".to_owned().into(),
-        resource_version: rv.to_string().into(),
-        ..ObjectMeta::default()
-    };
-    Arc::new(Object::from_parts(
-        Arc::new(GroupVersionKind::new("", "v1", "ConfigMap")),
-        meta,
-        Bytes::new(),
-        Encoding::Json,
-    ))
-}
-
-fn one_update(name: &str, rv: u64) -> Arc<[Notification]> {
-    let o = obj(name, rv);
-    Arc::from(vec![Notification::Update {
-        old: o.clone(),
-        new: o,
-    }])
-}
+use super::{one_update, within};
 
 fn rvof(o: &Object) -> u64 {
     o.resource_version().parse().unwrap()
-}
-
-fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs))
-        .unwrap_or_else(|_| panic!("HANG: {what} did not return within {secs} s"))
 }
 
 struct Rng(u64);
@@ -181,7 +151,8 @@ fn remove_and_shutdown_under_publish() {
     for round in 0..rounds {
         let d = Arc::new(Distributor::new());
         let policy = POLICIES[(r.next() % 4) as usize];
-        let slow = r.next().is_multiple_of(3) && policy != OverflowPolicy::Unbounded; // an unbounded backlog behind a slow handler just takes long to drain
+        // Not with Unbounded: its backlog behind a slow handler only takes long to drain.
+        let slow = r.next().is_multiple_of(3) && policy != OverflowPolicy::Unbounded;
         let l = d
             .add_listener(
                 "rm",
@@ -225,7 +196,8 @@ fn remove_and_shutdown_under_publish() {
             std::thread::sleep(Duration::from_millis(500));
             let b = l.stats();
             panic!(
-                "HANG round {round} {policy:?} slow {slow} mode {mode}: published {} delivered {} pending {} -> 0.5 s later published {} delivered {} pending {}",
+                "deadlock in round {round} ({policy:?}, slow {slow}, mode {mode}): published {} \
+                 delivered {} pending {}, 0.5 s later published {} delivered {} pending {}",
                 a.published, a.delivered, a.pending, b.published, b.delivered, b.pending
             );
         }
