@@ -25,8 +25,9 @@ const MAX_YIELDS: u32 = 8;
 /// A park shorter than this counts as work that a few more yields would have found (a burst);
 /// a longer one (a paced or idle feed) lowers the yield budget. Chosen by alternated runs
 /// (2026-12-05): at 20 µs the listeners of a flood paced at 37 500 events/s kept yielding
-/// (parks there last about the 27 µs between events), at 0 (no yields once parked) the
-/// `distributor` bench's 8 listeners ran at 0.4–0.6× crossbeam's `recv`; at 8 µs both hold.
+/// (parks there last about the 27 µs between events); with no such rule (a budget starting at 0
+/// and halved after every park) the `distributor` bench's 8 listeners ran at 0.37–0.66× the
+/// build on crossbeam's `recv`; at 8 µs both hold.
 const SHORT_PARK: Duration = Duration::from_micros(8);
 
 /// A listener thread's record of how its recent waits ended (see [`MAX_YIELDS`]). It starts
