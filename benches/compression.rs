@@ -16,6 +16,9 @@
 //! read from a store of compacted objects against a store of received ones (same keys, same
 //! order, best of 5 passes each, alternated).
 //!
+//! A third table splits the heap bytes each compact object holds (allocator count): the
+//! `Arc<Object>`, the metadata's entry vectors, the compressed body, and the rest (its strings).
+//!
 //! `cargo bench --bench compression` (about a minute).
 
 // A bench's main is not documented API.
@@ -24,12 +27,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cap::Cap;
 use informer::object::{Compactor, Dictionary, Encoding, Object};
 use informer::sim::{SimConfig, SimServer, Templates, default_fixtures_dir};
 use informer::store::{Op, Store, StoreConfig, WriteBatch};
 
+/// mimalloc with a count of the bytes allocated and not yet freed (the `cap` crate), for the heap
+/// bytes per compact object.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: Cap<mimalloc::MiMalloc> = Cap::new(mimalloc::MiMalloc, usize::MAX);
 
 /// Dictionary size, bytes (zstd's own default for trained dictionaries is about 110 KB).
 const DICT_BYTES: usize = 112 * 1024;
@@ -111,8 +117,17 @@ fn best(passes: usize, objs: &[Arc<Object>], mut f: impl FnMut(&Arc<Object>) -> 
     best.as_nanos() as f64 / objs.len() as f64
 }
 
-/// The compact-form table's row for one corpus.
-fn reads(objs: &[Arc<Object>], level: i32) {
+/// Where a compact object's heap bytes go, averaged over a corpus (bytes per object).
+struct Heap {
+    total: f64,
+    object: f64,
+    entries: f64,
+    body: f64,
+}
+
+/// The compact-form table's row for one corpus; returns where the compact objects' heap bytes
+/// go.
+fn reads(objs: &[Arc<Object>], level: i32) -> Heap {
     let step = (objs.len() / TRAIN).max(1);
     let samples: Vec<bytes::Bytes> = objs
         .iter()
@@ -121,12 +136,17 @@ fn reads(objs: &[Arc<Object>], level: i32) {
         .collect();
     let dict = Arc::new(Dictionary::train(&samples, DICT_BYTES, level).expect("dictionary"));
     let mut c = Compactor::new(dict);
+    let mut small: Vec<Arc<Object>> = Vec::with_capacity(objs.len());
+    let live = GLOBAL.allocated();
     let t0 = Instant::now();
-    let small: Vec<Arc<Object>> = objs
-        .iter()
-        .map(|o| Arc::new(c.compact(o).expect("compact")))
-        .collect();
+    small.extend(
+        objs.iter()
+            .map(|o| Arc::new(c.compact(o).expect("compact"))),
+    );
     let compact_ns = t0.elapsed().as_nanos() as f64 / objs.len() as f64;
+    // Everything the compact objects hold, the compactor's shared strings included (spread
+    // over the corpus), the received objects still alive beside them.
+    let heap = heap_of(&small, GLOBAL.allocated() as isize - live as isize);
     let (mut plain_ns, mut small_ns) = (f64::MAX, f64::MAX);
     for _ in 0..3 {
         plain_ns = plain_ns.min(best(1, objs, |o| typed(o)));
@@ -152,6 +172,33 @@ fn reads(objs: &[Arc<Object>], level: i32) {
         small_get,
         small_get / plain_get
     );
+    heap
+}
+
+/// Splits `total` heap bytes of `objs` into the `Arc<Object>` blocks, the metadata's vectors
+/// (label, annotation, owner, finalizer and managed-fields entries: string handles) and the
+/// compressed bodies; the rest is the strings' own bytes, their buffers' headers and shares.
+fn heap_of(objs: &[Arc<Object>], total: isize) -> Heap {
+    use std::mem::size_of;
+    let n = objs.len() as f64;
+    let pair = size_of::<(informer::object::Str, informer::object::Str)>();
+    let entries: usize = objs
+        .iter()
+        .map(|o| {
+            let m = o.meta();
+            (m.labels.len() + m.annotations.len()) * pair
+                + m.owner_references.len() * size_of::<informer::object::OwnerReference>()
+                + m.finalizers.len() * size_of::<informer::object::Str>()
+                + m.managed_fields.len() * size_of::<bytes::Bytes>()
+        })
+        .sum();
+    Heap {
+        total: total as f64 / n,
+        // The `Arc`'s two counts, then the object.
+        object: (2 * size_of::<usize>() + size_of::<Object>()) as f64,
+        entries: entries as f64 / n,
+        body: objs.iter().map(|o| o.cached_len()).sum::<usize>() as f64 / n,
+    }
 }
 
 /// Loads one template set from the fixtures directory.
@@ -263,9 +310,26 @@ fn main() {
         "get zstd",
         "ratio"
     );
+    let mut heaps = Vec::new();
     for (name, load) in &sets {
         let objs = objects(load(&dir), true, n);
         print!("{name:<16} ");
-        reads(&objs, level);
+        heaps.push((name, reads(&objs, level)));
+    }
+    println!("\nHeap bytes per compact object (allocator count), varied corpus");
+    println!(
+        "{:<16} {:>8} {:>12} {:>14} {:>8} {:>18}",
+        "template", "total", "Arc<Object>", "meta entries", "body", "strings and rest"
+    );
+    for (name, h) in heaps {
+        println!(
+            "{:<16} {:>8.0} {:>12.0} {:>14.0} {:>8.0} {:>18.0}",
+            name,
+            h.total,
+            h.object,
+            h.entries,
+            h.body,
+            h.total - h.object - h.entries - h.body
+        );
     }
 }
