@@ -26,8 +26,9 @@ pub struct LeaseLock<C> {
     identity: String,
     lease_duration: Duration,
     labels: BTreeMap<String, String>,
-    /// Whether the last successful acquire or renew had to create the Lease.
-    created: bool,
+    /// Whether the last successful acquire or renew found the Lease this lock held deleted or
+    /// rewritten by someone else since its own last write.
+    overwritten: bool,
     cached: Option<Lease>,
     observed: LeaderElectionRecord,
     observed_at: Option<Instant>,
@@ -43,7 +44,7 @@ impl<C: Leases> LeaseLock<C> {
             identity: identity.to_owned(),
             lease_duration,
             labels: BTreeMap::new(),
-            created: false,
+            overwritten: false,
             cached: None,
             observed: LeaderElectionRecord::default(),
             observed_at: None,
@@ -122,10 +123,13 @@ impl<C: Leases> LeaseLock<C> {
         self.cached = Some(lease);
     }
 
-    /// Whether the last successful [`try_acquire_or_renew`](Self::try_acquire_or_renew) had
-    /// to create the Lease (none existed, e.g. it was deleted by hand) rather than update it.
-    pub fn created(&self) -> bool {
-        self.created
+    /// Whether the last successful [`try_acquire_or_renew`](Self::try_acquire_or_renew)
+    /// found that the Lease this lock held had been deleted, or its record rewritten (holder,
+    /// times, duration), by someone else since this lock last wrote it: a hand edit, or a
+    /// release and re-take it never saw. Others may have acted on the strength of that change,
+    /// so a shard member that sees it comes back as a newcomer.
+    pub fn overwritten(&self) -> bool {
+        self.overwritten
     }
 
     /// The record this identity writes when it holds the Lease now.
@@ -144,7 +148,9 @@ impl<C: Leases> LeaseLock<C> {
     /// someone else holds it and it has not expired (client-go `tryAcquireOrRenew`):
     /// 1. holding a Lease that has not expired: update it from the cached copy (one request);
     ///    on any failure fall through;
-    /// 2. read it; absent: create it;
+    /// 2. read it; absent: create it, unless it was last seen held by another identity and
+    ///    that record has not expired (deleted by hand while its holder may still act: wait
+    ///    it out as if it were still there);
     /// 3. held by another and not expired: `Ok(false)`;
     /// 4. write ourselves as holder (keeping `acquireTime` and `leaseTransitions` when it was
     ///    ours, else counting one more transition).
@@ -163,7 +169,7 @@ impl<C: Leases> LeaseLock<C> {
             match self.leases.replace(&lease).await {
                 Ok(l) => {
                     self.written(l);
-                    self.created = false;
+                    self.overwritten = false;
                     return Ok(true);
                 }
                 Err(e) => {
@@ -171,7 +177,16 @@ impl<C: Leases> LeaseLock<C> {
                 }
             }
         }
+        // What this lock last wrote, if it held the Lease: anything else read now was written
+        // by someone else.
+        let held = self.holds().then(|| self.observed.clone());
         let Some(lease) = self.leases.get(&self.name).await? else {
+            if held.is_none()
+                && !self.observed.holder_identity.is_empty()
+                && self.observed_valid(Instant::now())
+            {
+                return Ok(false);
+            }
             let mut spec = LeaseSpec::default();
             record.write_to(&mut spec);
             let new = Lease {
@@ -184,10 +199,11 @@ impl<C: Leases> LeaseLock<C> {
             };
             let created = self.leases.create(&new).await?;
             self.written(created);
-            self.created = true;
+            self.overwritten = held.is_some();
             return Ok(true);
         };
         self.observe(lease.clone());
+        let overwritten = held.is_some_and(|h| h != self.observed);
         if !self.observed.holder_identity.is_empty()
             && self.observed_valid(Instant::now())
             && !self.holds()
@@ -212,7 +228,7 @@ impl<C: Leases> LeaseLock<C> {
         }
         let updated = self.leases.replace(&lease).await?;
         self.written(updated);
-        self.created = false;
+        self.overwritten = overwritten;
         Ok(true)
     }
 

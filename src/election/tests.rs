@@ -233,6 +233,72 @@ async fn a_lease_left_by_a_dead_holder_is_taken_after_its_duration() {
     assert_eq!(dead.observed().holder_identity, "b");
 }
 
+/// Steps paused time until the leader `l` has just renewed (its deadline moved).
+async fn just_renewed(cs: &[Candidate], l: usize) {
+    let before = cs[l].elector.leading_until();
+    until(cs, Duration::from_secs(5), || {
+        cs[l].elector.leading_until() != before
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_deleted_by_hand_is_waited_out_by_candidates_that_saw_it_held() {
+    let store = MemoryLeases::default();
+    let cs: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| candidate(&store, id))
+        .collect();
+    until(&cs, Duration::from_secs(10), || leaders(&cs).len() == 1).await;
+    let l = leaders(&cs)[0];
+    // Read by every follower, then deleted just after a renewal: the followers' next tries
+    // (jittered) mostly come before the leader's, and find no Lease. They must not create
+    // one while the leader may still act; the leader puts it back and keeps leading.
+    for_a_while(&cs, Duration::from_secs(5)).await;
+    for _ in 0..5 {
+        just_renewed(&cs, l).await;
+        let rv = store
+            .peek("lead")
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        store.remove("lead", &rv);
+        for_a_while(&cs, Duration::from_secs(6)).await;
+        assert_eq!(leaders(&cs), vec![l]);
+        assert_eq!(
+            store
+                .peek("lead")
+                .unwrap()
+                .spec
+                .unwrap()
+                .holder_identity
+                .as_deref(),
+            Some(cs[l].elector.identity())
+        );
+    }
+    // Deleted and its leader cut off: the followers wait out what they saw, then one leads.
+    just_renewed(&cs, l).await;
+    let rv = store
+        .peek("lead")
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    store.remove("lead", &rv);
+    cs[l].leases.set_down(true);
+    let cut = Instant::now();
+    until(&cs, Duration::from_secs(30), || {
+        leaders(&cs).len() == 1 && leaders(&cs)[0] != l
+    })
+    .await;
+    assert!(
+        cut.elapsed() >= timing().lease_duration - timing().retry_period.mul_f64(2.2),
+        "{:?}",
+        cut.elapsed()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn racing_writes_cannot_both_win() {
     let store = MemoryLeases::default();

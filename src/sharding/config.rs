@@ -44,6 +44,16 @@ impl ShardConfig {
         format!("{}-{}", self.group, self.identity)
     }
 
+    /// The member a Lease of this group stands for: its name without the `<group>-` prefix
+    /// (`None` for a Lease not named as members name theirs). The ring is keyed by this, not
+    /// by the Lease's `holderIdentity`, so a hand edit of the holder cannot move keys.
+    pub(super) fn member_of<'a>(&self, lease_name: &'a str) -> Option<&'a str> {
+        lease_name
+            .strip_prefix(self.group.as_str())?
+            .strip_prefix('-')
+            .filter(|id| !id.is_empty())
+    }
+
     /// The label selector of the group's Leases.
     pub fn selector(&self) -> String {
         format!("{GROUP_LABEL}={}", self.group)

@@ -18,9 +18,10 @@ use crate::election::{ConfigError, LeaderElectionRecord, LeaseError, LeaseLock, 
 ///
 /// Every `retry_period` it renews its Lease (client-go leader election's acquire-or-renew, on
 /// a Lease nobody else competes for) and lists the group's Leases. A Lease counts as a live
-/// member while its holder is set and it changed less than its `leaseDurationSeconds` ago, as
-/// this member's monotonic clock measured from when it saw the change; a Lease unchanged for
-/// twice that is deleted (with a resourceVersion precondition) so dead members do not pile up.
+/// member (the identity in its name) while its holder is set and it changed less than its
+/// `leaseDurationSeconds` ago, as this member's monotonic clock measured from when it saw the
+/// change; a Lease unchanged for twice that is deleted (with a resourceVersion precondition)
+/// so dead members do not pile up.
 /// What it may act on follows the handover rule described on [`Shard`].
 ///
 /// # Examples
@@ -167,9 +168,10 @@ impl<C: Leases> ShardMember<C> {
                 {
                     r.joined_at = None;
                 }
-                // Its Lease had vanished (deleted by hand): a newcomer that listed meanwhile
-                // may have found no one and be acting on every key.
-                if lock.created() {
+                // Its Lease had vanished or been rewritten by someone else (a hand edit that
+                // cleared its holder reads as a clean leave to the others): they may be acting
+                // on its keys.
+                if lock.overwritten() {
                     r.joined_at = None;
                 }
                 r.renewed_at = Some(start);
@@ -244,6 +246,10 @@ impl<C: Leases> ShardMember<C> {
             if name == own {
                 continue;
             }
+            // Not named as members name their Leases (made by hand): not a member.
+            let Some(member) = self.config.member_of(&name).map(str::to_owned) else {
+                continue;
+            };
             names.push(name.clone());
             let record = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
             let entry = r
@@ -266,7 +272,7 @@ impl<C: Leases> ShardMember<C> {
             longest = longest.max(record.lease_duration);
             let since = entry.1;
             if since + record.lease_duration > now {
-                live.push(record.holder_identity);
+                live.push(member);
             } else if since + 2 * record.lease_duration <= now
                 && let Some(rv) = lease.metadata.resource_version
             {
@@ -284,7 +290,7 @@ impl<C: Leases> ShardMember<C> {
             if held {
                 others = true;
                 longest = longest.max(record.lease_duration);
-                live.push(record.holder_identity.clone());
+                live.extend(self.config.member_of(n).map(str::to_owned));
             }
             held
         });

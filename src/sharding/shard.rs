@@ -57,10 +57,14 @@ struct Inner {
 /// (no holder), and deletes it one retry period later, so the others take over at their next
 /// list.
 ///
-/// Deleting a member's Lease by hand is safe while other members see it go (they wait it
-/// out). Not covered, as with client-go's leader election: the group's only Lease deleted
-/// and a newcomer joining before its member's next renewal (at most a retry period), since
-/// the newcomer finds no one and acts at once.
+/// Edits by hand: the ring is keyed by Lease name, so rewriting a Lease's `holderIdentity`
+/// moves no keys, and a member that finds its own Lease deleted or rewritten by someone else
+/// joins anew. Deleting a member's Lease is safe while other members see it go (they wait it
+/// out). Not covered, as with client-go's leader election, where an empty holder means
+/// released: clearing a member's `holderIdentity` by hand reads as a clean leave, so the
+/// others act on its keys at once while it may act until its next round (at most a retry
+/// period and a request); nor the group's only Lease deleted and a newcomer joining before
+/// its member's next round, since the newcomer finds no one and acts at once.
 #[derive(Debug, Clone)]
 pub struct Shard {
     inner: Arc<Inner>,

@@ -225,14 +225,39 @@ async fn a_stalled_member_whose_renewal_lands_late_comes_back_as_a_newcomer() {
     );
 }
 
+/// Two members whose rounds are a second apart (b's at odd seconds from `t0`, a's at even),
+/// once both act; then steps to 300 ms after one of b's rounds.
+async fn offset_pair(store: &MemoryLeases) -> Vec<Member> {
+    let t0 = Instant::now();
+    let mut ms = vec![member(store, "a")];
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ms.push(member(store, "b"));
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1])).await;
+    let period = timing().retry_period.as_millis();
+    let phase = t0.elapsed().as_millis() % period;
+    let to = (1_300 + period - phase) % period;
+    tokio::time::sleep(Duration::from_millis(u64::try_from(to).unwrap())).await;
+    ms
+}
+
+/// Writes b's Lease around its member, with `f` applied to its spec.
+async fn edit_b(
+    store: &MemoryLeases,
+    f: impl FnOnce(&mut k8s_openapi::api::coordination::v1::LeaseSpec),
+) {
+    use crate::election::Leases;
+    let mut lease = store.peek("g-b").unwrap();
+    f(lease.spec.as_mut().unwrap());
+    store.client().replace(&lease).await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_membership_lease_deleted_by_hand_is_waited_out_not_taken_over() {
     let store = MemoryLeases::default();
-    let ms: Vec<_> = ["a", "b"].iter().map(|id| member(&store, id)).collect();
-    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1])).await;
-    // Someone deletes b's Lease: a must not take b's keys while b may still act, and b,
-    // finding its Lease gone, comes back as a newcomer. `until` checks every step.
-    tokio::time::sleep(300 * MS).await;
+    let ms = offset_pair(&store).await;
+    // Someone deletes b's Lease between b's round and a's: a's next list does not find it,
+    // yet must not take b's keys while b may still act; b, finding its Lease gone, comes back
+    // as a newcomer. `until` checks every step.
     let rv = store
         .peek("g-b")
         .unwrap()
@@ -246,6 +271,46 @@ async fn a_membership_lease_deleted_by_hand_is_waited_out_not_taken_over() {
     })
     .await;
     assert!(store.peek("g-b").is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_holder_rewritten_by_hand_moves_no_keys() {
+    let store = MemoryLeases::default();
+    let ms = offset_pair(&store).await;
+    // The ring is keyed by Lease name: a keeps b's keys assigned to b. b, finding its Lease
+    // held by someone else, stops acting; once that record expires it takes the Lease back
+    // and joins anew. No key has two acting owners at any step.
+    edit_b(&store, |spec| {
+        spec.holder_identity = Some("intruder".into())
+    })
+    .await;
+    let edited = Instant::now();
+    until(&ms, Duration::from_secs(60), || {
+        edited.elapsed() > timing().lease_duration && covered(&ms, &[0, 1])
+    })
+    .await;
+    let spec = store.peek("g-b").unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    assert!(
+        edited.elapsed() >= timing().lease_duration,
+        "{:?}",
+        edited.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_holder_is_cleared_by_hand_joins_anew() {
+    let store = MemoryLeases::default();
+    let ms = offset_pair(&store).await;
+    // Cleared, b's Lease reads as a clean leave and a takes b's keys at its next list, while
+    // b acts until its own next round (the documented exception). From that round on, b must
+    // not act: a may hold claims on its keys. It acts again only a lease duration later.
+    edit_b(&store, |spec| spec.holder_identity = Some(String::new())).await;
+    tokio::time::sleep(timing().retry_period).await;
+    let rejoined = Instant::now();
+    assert!(ms[1].shard.acting_until().is_none());
+    until(&ms, Duration::from_secs(40), || covered(&ms, &[0, 1])).await;
+    assert!(rejoined.elapsed() >= timing().lease_duration - timing().retry_period);
 }
 
 #[test]
