@@ -145,6 +145,14 @@ struct Args {
 
 fn main() -> ExitCode {
     let args: Args = clap::Parser::parse();
+    // Lease request failures, a lost election and handler panics are logged through
+    // `tracing`: to stderr, filtered by RUST_LOG (default `warn`).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -346,7 +354,7 @@ where
         .build();
     let controller = Controller::new(&factory, queue)?;
     let writes = writer.is_some();
-    if let Some(w) = writer {
+    if let Some(w) = writer.clone() {
         controller.set_status_writer(w);
     }
     let d_informer = factory.informer::<Deployment>().informer().clone();
@@ -356,7 +364,7 @@ where
     let timeout = Duration::from_secs_f64(args.sync_timeout.max(0.0));
     let synced = tokio::select! {
         s = factory.wait_for_cache_sync(timeout) => s,
-        _ = tokio::signal::ctrl_c() => {
+        () = stop_signal() => {
             tokio::task::block_in_place(|| factory.shutdown());
             return Err("interrupted before the caches synced".into());
         }
@@ -400,13 +408,25 @@ where
             );
             tokio::select! {
                 r = status.wait_for(|s| *s == Leadership::Leading) => { r?; }
-                _ = tokio::signal::ctrl_c() => {
+                () = stop_signal() => {
                     let _ = tx.send(());
                     tokio::task::block_in_place(|| factory.shutdown());
                     return Err("interrupted before leading".into());
                 }
             }
             println!("{identity}: leading");
+            // Every write checks the lead first: a worker busy when the lead is lost, or
+            // stalled past the renew deadline, must not write once another replica may.
+            if let Some(StatusWriter(write)) = writer {
+                let e = elector.clone();
+                controller.set_status_writer(StatusWriter(Arc::new(move |d: &Deployment| {
+                    if e.is_leader() {
+                        write(d)
+                    } else {
+                        Err("not leading: status write skipped".to_owned())
+                    }
+                })));
+            }
             (Some(elector), Some(tx))
         }
         _ => (None, None),
@@ -427,9 +447,7 @@ where
     let stop = async {
         match args.duration {
             Some(d) => tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            None => stop_signal().await,
         }
     };
     let sims = match source {
@@ -458,7 +476,8 @@ where
             // Another replica may act from now on: stop without draining.
             println!("leadership lost: stopping");
             controller.queue().shutdown();
-            drop(workers);
+            // Let the items in flight end (their writes are refused by now).
+            tokio::task::block_in_place(|| workers.join());
             tokio::task::block_in_place(|| factory.shutdown());
             return Ok(false);
         }
@@ -778,4 +797,23 @@ fn format_ratio(a: u64, b: u64) -> String {
     } else {
         format!("{:.1}", a as f64 / b as f64)
     }
+}
+
+/// Completes at Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `kill` and Kubernetes send first),
+/// so that a leader gives its Lease up either way.
+async fn stop_signal() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => {
+                if r.is_err() {
+                    term.recv().await;
+                }
+            }
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

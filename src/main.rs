@@ -20,7 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Stand in a leader election over a Lease and print who leads, as JSON lines.
+    /// Stand in a leader election over a Lease and print who leads, as JSON lines (exit code 1
+    /// after losing the lead).
     Elect(cli::elect::ElectArgs),
     /// Decode Kubernetes objects, lists, etcd values and watch captures and print their metadata.
     Decode(cli::decode::DecodeArgs),
@@ -46,6 +47,7 @@ fn main() {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
     let cli = Cli::parse();
+    cli::init_logging();
     if matches!(cli.command, Command::Watch(_)) {
         purge_freed_memory_at_once();
     }

@@ -19,12 +19,19 @@ pub(crate) struct ElectArgs {
     common: LeaseArgs,
 }
 
-/// Runs the command; returns the process exit code.
+/// Runs the command; returns the process exit code: 0 when stopped (by `--duration` or a
+/// signal, after releasing the Lease), 1 when it led and lost the Lease (so that a supervisor
+/// restarts it, as a client-go controller exits when it stops leading), 2 on an error.
 pub(crate) fn run(args: &ElectArgs) -> i32 {
-    super::block_on_command("elect", run_async(args))
+    let mut lost = false;
+    let code = super::block_on_command("elect", async {
+        lost = run_async(args).await? == Leadership::Lost;
+        Ok(())
+    });
+    if code == 0 && lost { 1 } else { code }
 }
 
-async fn run_async(args: &ElectArgs) -> Result<(), String> {
+async fn run_async(args: &ElectArgs) -> Result<Leadership, String> {
     let client = args.common.client().await?;
     let identity = args.common.identity();
     let config = LeaderElectionConfig::new(&args.lease, &identity).timing(args.common.timing());
@@ -74,10 +81,10 @@ async fn run_async(args: &ElectArgs) -> Result<(), String> {
     if last_until.is_some() {
         emit(json!({"event": "stopped_leading", "t_ns": wall_ns() as u64}));
     }
-    let end = match end {
+    let name = match end {
         Leadership::Lost => "lost",
         _ => "stopped",
     };
-    emit(json!({"event": end, "t_ns": wall_ns() as u64}));
-    Ok(())
+    emit(json!({"event": name, "t_ns": wall_ns() as u64}));
+    Ok(end)
 }

@@ -46,12 +46,47 @@ where
     }
 }
 
-/// Completes after `duration` seconds (a value from [`duration::seconds`]), or at Ctrl-C when `None`.
+/// Completes after `duration` seconds (a value from [`duration::seconds`]), or when `None` at
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
 pub(crate) async fn until_stop(duration: Option<f64>) {
     match duration {
         Some(d) => tokio::time::sleep(std::time::Duration::from_secs_f64(d.max(0.0))).await,
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
+        None => stop_signal().await,
+    }
+}
+
+/// Completes at SIGINT (Ctrl-C) or, on Unix, SIGTERM (what `kill` and Kubernetes send first),
+/// so that an elected or sharded process gives its Lease up either way. A handler that cannot
+/// be installed leaves the other one waiting.
+pub(crate) async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => {
+                        if r.is_err() {
+                            term.recv().await;
+                        }
+                    }
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot handle SIGTERM; stopping at Ctrl-C only"),
         }
     }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Sends `tracing` records (lease request failures, lost elections, handler panics) to
+/// stderr, filtered by `RUST_LOG` (default `warn`; e.g. `RUST_LOG=informer=debug`).
+pub(crate) fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -88,12 +88,19 @@ pub(crate) struct FloodArgs {
     #[arg(long, conflicts_with = "events", value_parser = duration::seconds_duration)]
     pub(super) duration: Option<Duration>,
     /// Changes per second the generator aims at, made one at a time (above 100 000/s in
-    /// steps of ⌈rate / 100 000⌉), so that the latency figure is each change's own reaction
-    /// time (default: as fast as the pipeline takes them, in steps of 256). With `--server`
+    /// steps of ⌈rate / 100 000⌉; `--step` sets it), so that the latency figure is each
+    /// change's own reaction time (default: as fast as the pipeline takes them, in steps of
+    /// 256). With `--server`
     /// each step is one request, and changes the server makes by itself (`serve --rate`) shift
     /// the latency figures.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) rate: Option<u64>,
+    /// Changes the generator makes at one instant (one step) instead of the default (see
+    /// `--rate`); at most 65 536. A paced flood then sleeps between steps, so its events
+    /// arrive in bursts of this many, as a busy API server sends a watch its events in batches;
+    /// each latency is then measured from its step's start.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub(super) step: Option<u64>,
     /// Event handlers (listeners), each on its own thread keeping its own view; at most 1024.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub(super) handlers: u64,

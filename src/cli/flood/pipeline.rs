@@ -43,9 +43,10 @@ impl Plan {
         };
         // A paced flood makes its changes one at a time, so that each event's latency is the
         // engine's reaction to that change, not the drain of a burst made at the same instant.
-        let step_len = match args.rate {
-            Some(rate) => rate.div_ceil(PACED_STEPS_PER_SEC).max(1),
-            None => STEP,
+        let step_len = match (args.step, args.rate) {
+            (Some(step), _) => step,
+            (None, Some(rate)) => rate.div_ceil(PACED_STEPS_PER_SEC).max(1),
+            (None, None) => STEP,
         };
         Plan { limit, step_len }
     }
@@ -322,6 +323,7 @@ fn flood_run(
         slow_handlers: args.slow_handlers,
         slow_handler_delay_ns: args.slow_handler_delay.as_nanos() as u64,
         seed: args.seed,
+        step: Plan::new(args).step_len,
         faults: None,
         record: None,
     }

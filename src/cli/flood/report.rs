@@ -122,6 +122,8 @@ pub(super) struct FloodRun {
     pub(super) slow_handlers: u64,
     pub(super) slow_handler_delay_ns: u64,
     pub(super) seed: u64,
+    /// Changes the generator made at one instant (`--step`, or what `--rate` implies).
+    pub(super) step: u64,
     /// With `--fault-every`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) faults: Option<FaultsReport>,
