@@ -95,10 +95,19 @@ impl Replica {
         t
     }
 
-    /// SIGINT: a clean stop (release / leave).
+    /// SIGINT (Ctrl-C): a clean stop (release / leave).
     fn interrupt(&mut self) {
+        self.signal("-INT");
+    }
+
+    /// SIGTERM (what `kill` and Kubernetes send): a clean stop too.
+    fn terminate(&mut self) {
+        self.signal("-TERM");
+    }
+
+    fn signal(&mut self, sig: &str) {
         let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args([sig, &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
@@ -223,8 +232,9 @@ fn leader_election_three_replicas_one_leader_failover_on_kill() {
         "failover {failover:?} is faster than the lease allows"
     );
 
-    // A clean stop releases: the last one takes over within about a retry period.
-    rs[second].interrupt();
+    // A clean stop (SIGTERM, as Kubernetes stops a Pod) releases: the last one takes over
+    // within about a retry period.
+    rs[second].terminate();
     rs[second].wait(Duration::from_secs(10));
     let stopped = rs[second].last("stopped").unwrap()["t_ns"]
         .as_u64()
@@ -454,9 +464,10 @@ fn sharding_three_replicas_kill_one_mid_flood_then_one_joins() {
         })
         .count();
     assert_eq!(acted_late, OBJECTS, "keys reconciled after the takeover");
-    // A clean stop: each leaves; its Lease goes.
-    for i in [0, 2, 3] {
-        rs[i].interrupt();
+    // A clean stop (SIGINT for one, SIGTERM for the others): each leaves; its Lease goes.
+    rs[0].interrupt();
+    for i in [2, 3] {
+        rs[i].terminate();
     }
     for i in [0, 2, 3] {
         rs[i].wait(Duration::from_secs(15));
