@@ -152,6 +152,7 @@ fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -365,8 +366,10 @@ where
     let synced = tokio::select! {
         s = factory.wait_for_cache_sync(timeout) => s,
         () = stop_signal() => {
+            // A stop, not a failure (a rolling update stops replicas at any point).
+            println!("stopped before the caches synced");
             tokio::task::block_in_place(|| factory.shutdown());
-            return Err("interrupted before the caches synced".into());
+            return Ok(true);
         }
     };
     if let Err(e) = synced {
@@ -409,9 +412,11 @@ where
             tokio::select! {
                 r = status.wait_for(|s| *s == Leadership::Leading) => { r?; }
                 () = stop_signal() => {
+                    // A standby stopped: a clean exit, as `informer elect` makes.
+                    println!("{identity}: stopped before leading");
                     let _ = tx.send(());
                     tokio::task::block_in_place(|| factory.shutdown());
-                    return Err("interrupted before leading".into());
+                    return Ok(true);
                 }
             }
             println!("{identity}: leading");

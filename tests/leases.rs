@@ -431,6 +431,12 @@ fn sharding_three_replicas_kill_one_mid_flood_then_one_joins() {
         joined >= LEASE - RETRY,
         "the newcomer acted before its wait: {joined:?}"
     );
+    // Nor much later: its wait, a round or two, and the relist (the dead member's Lease,
+    // deleted by the expiry rule meanwhile, must not count as live again).
+    assert!(
+        joined <= LEASE + RETRY * 4,
+        "the newcomer took {joined:?} to take its share"
+    );
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let updates = rt.block_on(flood).unwrap();

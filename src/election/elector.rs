@@ -47,11 +47,13 @@ pub enum Leadership {
 /// request latency and clocks running at different rates; clocks that disagree on the time of
 /// day do no harm, since the Lease's timestamps are never compared with a local clock.
 ///
-/// Edits by hand: a candidate that saw the Lease held waits that holder out even if the Lease
-/// is deleted. Not covered, as in client-go: clearing `holderIdentity` by hand (it reads as a
-/// release), or a candidate that never saw the Lease starting after it was deleted; the old
-/// leader then acts until its next renewal finds the new holder (at most a retry period and
-/// a request).
+/// Edits by hand: a candidate that saw the Lease held waits that holder out if the Lease is
+/// deleted, for a whole lease duration from the read that found it gone; a record naming a
+/// candidate that it did not write itself (a hand edit, or an earlier process with the same
+/// identity) is waited out like anyone else's. Not covered, as in client-go: clearing
+/// `holderIdentity` by hand (it reads as a release), or a candidate that never saw the Lease
+/// starting after it was deleted; the old leader then acts until its next renewal finds the
+/// new holder (at most a retry period and a request).
 ///
 /// # Examples
 /// ```no_run

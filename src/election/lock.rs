@@ -2,7 +2,7 @@
 //! record and the local time it was observed (client-go `tryAcquireOrRenew` and `release`,
 //! `tools/leaderelection/leaderelection.go`, over `resourcelock/leaselock.go`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -32,6 +32,15 @@ pub struct LeaseLock<C> {
     cached: Option<Lease>,
     observed: LeaderElectionRecord,
     observed_at: Option<Instant>,
+    /// Whether `observed` is a record this lock wrote (its answer received, or read back).
+    ours: bool,
+    /// The records of the writes sent since the last answered one (the last few): read back,
+    /// such a record is this lock's own (a write that took effect but whose answer was lost,
+    /// e.g. timed out), not someone else's.
+    attempted: VecDeque<LeaderElectionRecord>,
+    /// The Lease was found missing while `observed` (another's) was held; the wait for it to
+    /// expire was restarted then.
+    vanished: bool,
     wall: fn() -> Timestamp,
 }
 
@@ -48,6 +57,9 @@ impl<C: Leases> LeaseLock<C> {
             cached: None,
             observed: LeaderElectionRecord::default(),
             observed_at: None,
+            ours: false,
+            attempted: VecDeque::new(),
+            vanished: false,
             wall: Timestamp::now,
         }
     }
@@ -93,9 +105,12 @@ impl<C: Leases> LeaseLock<C> {
         self.cached.as_ref()
     }
 
-    /// Whether the record last seen names this identity as holder (client-go `IsLeader`).
+    /// Whether this lock holds the Lease: the record last seen is one it wrote, naming this
+    /// identity (client-go `IsLeader`). A record naming this identity that this lock did not
+    /// write (a hand edit, or an earlier process with the same identity) does not count: it
+    /// is waited out like any other holder's, since whoever wrote it may be acting on it.
     pub fn holds(&self) -> bool {
-        !self.identity.is_empty() && self.observed.holder_identity == self.identity
+        self.ours && !self.identity.is_empty() && self.observed.holder_identity == self.identity
     }
 
     /// Whether the record last seen has not expired at `now`: it was first seen less than its
@@ -110,16 +125,30 @@ impl<C: Leases> LeaseLock<C> {
     fn observe(&mut self, lease: Lease) {
         let record = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
         if self.observed_at.is_none() || record != self.observed {
+            self.ours = self.attempted.contains(&record);
             self.observed = record;
             self.observed_at = Some(Instant::now());
         }
+        self.vanished = false;
         self.cached = Some(lease);
+    }
+
+    /// Notes a write about to be sent.
+    fn attempt(&mut self, record: &LeaderElectionRecord) {
+        const KEPT: usize = 4;
+        if self.attempted.len() == KEPT {
+            self.attempted.pop_front();
+        }
+        self.attempted.push_back(record.clone());
     }
 
     /// Notes a Lease this lock wrote.
     fn written(&mut self, lease: Lease) {
         self.observed = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
         self.observed_at = Some(Instant::now());
+        self.ours = true;
+        self.attempted.clear();
+        self.vanished = false;
         self.cached = Some(lease);
     }
 
@@ -134,7 +163,10 @@ impl<C: Leases> LeaseLock<C> {
 
     /// The record this identity writes when it holds the Lease now.
     fn own_record(&self) -> LeaderElectionRecord {
+        // Whole microseconds, as a Lease's MicroTime keeps them: read back, the record is
+        // equal to the one written.
         let now = (self.wall)();
+        let now = Timestamp::from_microsecond(now.as_microsecond()).unwrap_or(now);
         LeaderElectionRecord {
             holder_identity: self.identity.clone(),
             lease_duration: self.lease_duration,
@@ -148,10 +180,11 @@ impl<C: Leases> LeaseLock<C> {
     /// someone else holds it and it has not expired (client-go `tryAcquireOrRenew`):
     /// 1. holding a Lease that has not expired: update it from the cached copy (one request);
     ///    on any failure fall through;
-    /// 2. read it; absent: create it, unless it was last seen held by another identity and
-    ///    that record has not expired (deleted by hand while its holder may still act: wait
-    ///    it out as if it were still there);
-    /// 3. held by another and not expired: `Ok(false)`;
+    /// 2. read it; absent: create it, unless it was last seen held by another identity (then
+    ///    wait a lease duration from the first read that found it gone: its holder may still
+    ///    act);
+    /// 3. held by another and not expired: `Ok(false)` (a record naming this identity that
+    ///    this lock did not write counts as another's);
     /// 4. write ourselves as holder (keeping `acquireTime` and `leaseTransitions` when it was
     ///    ours, else counting one more transition).
     ///
@@ -166,6 +199,7 @@ impl<C: Leases> LeaseLock<C> {
             record.acquire_time = self.observed.acquire_time;
             record.lease_transitions = self.observed.lease_transitions;
             record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+            self.attempt(&record);
             match self.leases.replace(&lease).await {
                 Ok(l) => {
                     self.written(l);
@@ -181,11 +215,20 @@ impl<C: Leases> LeaseLock<C> {
         // by someone else.
         let held = self.holds().then(|| self.observed.clone());
         let Some(lease) = self.leases.get(&self.name).await? else {
-            if held.is_none()
-                && !self.observed.holder_identity.is_empty()
-                && self.observed_valid(Instant::now())
-            {
-                return Ok(false);
+            if held.is_none() && !self.observed.holder_identity.is_empty() {
+                // Its holder may have renewed after this lock's last read, and the delete
+                // hid that renewal: the wait restarts from the first read that finds it gone,
+                // which comes after any renewal of the vanished Lease.
+                // (Only while that record is live: an expired one stays expired.)
+                if !self.vanished {
+                    self.vanished = true;
+                    if self.observed_valid(Instant::now()) {
+                        self.observed_at = Some(Instant::now());
+                    }
+                }
+                if self.observed_valid(Instant::now()) {
+                    return Ok(false);
+                }
             }
             let mut spec = LeaseSpec::default();
             record.write_to(&mut spec);
@@ -197,13 +240,15 @@ impl<C: Leases> LeaseLock<C> {
                 },
                 spec: Some(spec),
             };
+            self.attempt(&record);
             let created = self.leases.create(&new).await?;
             self.written(created);
             self.overwritten = held.is_some();
             return Ok(true);
         };
         self.observe(lease.clone());
-        let overwritten = held.is_some_and(|h| h != self.observed);
+        // Changed since this lock's last write, and not by a write of its own.
+        let overwritten = held.is_some() && !self.ours;
         if !self.observed.holder_identity.is_empty()
             && self.observed_valid(Instant::now())
             && !self.holds()
@@ -218,6 +263,7 @@ impl<C: Leases> LeaseLock<C> {
         }
         let mut lease = lease;
         record.write_to(lease.spec.get_or_insert_with(LeaseSpec::default));
+        self.attempt(&record);
         // Labels removed by hand would hide a shard member from its group: put them back.
         if !self.labels.is_empty() {
             lease

@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::leases::Leases as _;
 use super::memory::MemoryLeases;
 use super::*;
 
@@ -297,6 +298,81 @@ async fn a_lease_deleted_by_hand_is_waited_out_by_candidates_that_saw_it_held() 
         "{:?}",
         cut.elapsed()
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vanished_lease_is_waited_out_from_the_read_that_found_it_gone() {
+    let store = MemoryLeases::default();
+    let lease = Duration::from_secs(15);
+    let mut l = LeaseLock::new(store.client(), "lead", "l", lease);
+    let mut c = LeaseLock::new(store.client(), "lead", "c", lease);
+    assert!(l.try_acquire_or_renew().await.unwrap());
+    assert!(!c.try_acquire_or_renew().await.unwrap());
+    // The leader renews after c's read; the Lease is deleted before c reads again, hiding
+    // that renewal. The leader may act until its renewal + renew deadline (11.9 s), so c
+    // must wait from its read that finds the Lease gone (2.5 s), not from its earlier read.
+    tokio::time::sleep(1900 * MS).await;
+    assert!(l.try_acquire_or_renew().await.unwrap());
+    tokio::time::sleep(100 * MS).await;
+    let rv = store
+        .peek("lead")
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    store.remove("lead", &rv);
+    tokio::time::sleep(500 * MS).await;
+    let gone = Instant::now();
+    assert!(!c.try_acquire_or_renew().await.unwrap());
+    tokio::time::sleep(lease - 300 * MS).await;
+    assert!(
+        !c.try_acquire_or_renew().await.unwrap(),
+        "taken before its wait ended"
+    );
+    tokio::time::sleep(400 * MS).await;
+    assert!(c.try_acquire_or_renew().await.unwrap());
+    assert!(gone.elapsed() >= lease);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_record_naming_a_candidate_that_it_did_not_write_is_waited_out() {
+    let store = MemoryLeases::default();
+    let cs: Vec<_> = ["a", "b"].iter().map(|id| candidate(&store, id)).collect();
+    until(&cs, Duration::from_secs(10), || leaders(&cs).len() == 1).await;
+    let l = leaders(&cs)[0];
+    let other = cs[1 - l].elector.identity().to_owned();
+    // Someone names the follower as holder by hand: the follower must not take it as its
+    // own while the leader may still act. The leader finds another holder at its next
+    // renewal and stops; the follower leads once the edited record has expired.
+    just_renewed(&cs, l).await;
+    let mut lease = store.peek("lead").unwrap();
+    lease.spec.as_mut().unwrap().holder_identity = Some(other.clone());
+    store.client().replace(&lease).await.unwrap();
+    let edited = Instant::now();
+    until(&cs, Duration::from_secs(30), || leaders(&cs) == vec![1 - l]).await;
+    assert!(edited.elapsed() >= timing().lease_duration - timing().retry_period.mul_f64(2.2));
+    let spec = store.peek("lead").unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(other.as_str()));
+    assert_eq!(spec.lease_transitions, Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_whose_answer_was_lost_is_recognised_as_its_own() {
+    let store = MemoryLeases::default();
+    let leases = store.client();
+    let mut l = LeaseLock::new(leases.clone(), "lead", "l", Duration::from_secs(15));
+    assert!(l.try_acquire_or_renew().await.unwrap());
+    tokio::time::sleep(2 * timing().retry_period).await;
+    // The renewal takes effect, but its answer comes after the caller gave up on it.
+    leases.slow_answers(&[Duration::from_secs(5)]);
+    let r = tokio::time::timeout(Duration::from_secs(1), l.try_acquire_or_renew()).await;
+    assert!(r.is_err());
+    // Read back, the record is its own: it still holds the Lease, and nobody overwrote it.
+    assert!(l.try_acquire_or_renew().await.unwrap());
+    assert!(l.holds());
+    assert!(!l.overwritten());
+    let spec = store.peek("lead").unwrap().spec.unwrap();
+    assert_eq!(spec.lease_transitions, Some(0));
 }
 
 #[tokio::test(start_paused = true)]

@@ -70,8 +70,9 @@ struct Round {
     renewed_at: Option<Instant>,
     listed_at: Option<Instant>,
     ring: ShardRing,
-    /// Other members' records and when each was first seen as it is.
-    seen: HashMap<String, (LeaderElectionRecord, Instant)>,
+    /// Other members' Leases by name: the record, when it was first seen as it is (or found
+    /// missing), and whether it was missing from the last list.
+    seen: HashMap<String, (LeaderElectionRecord, Instant, bool)>,
 }
 
 impl<C: Leases> ShardMember<C> {
@@ -255,10 +256,11 @@ impl<C: Leases> ShardMember<C> {
             let entry = r
                 .seen
                 .entry(name.clone())
-                .or_insert_with(|| (record.clone(), now));
+                .or_insert_with(|| (record.clone(), now, false));
             if entry.0 != record {
-                *entry = (record.clone(), now);
+                *entry = (record.clone(), now, false);
             }
+            entry.2 = false;
             if record.holder_identity.is_empty() {
                 // Released by a member that left; deleted here if its own delete failed.
                 if entry.1 + 2 * self.config.timing.lease_duration <= now
@@ -280,11 +282,21 @@ impl<C: Leases> ShardMember<C> {
             }
         }
         // A Lease gone from the list while last seen held (deleted by hand, or its member's
-        // release was missed between two lists) counts as live until it would have expired:
-        // its member may still be acting, and a clean leave releases before it deletes.
-        r.seen.retain(|n, (record, since)| {
+        // release was missed between two lists) counts as live for its duration from the
+        // first list that missed it: its member may still be acting, may have renewed after
+        // the list before (the delete hid that renewal), and a clean leave releases before it
+        // deletes.
+        r.seen.retain(|n, (record, since, missing)| {
             if names.contains(n) {
                 return true;
+            }
+            // Restarted only for a Lease still live: one that had expired (a dead member's,
+            // deleted by the expiry rule below) stays expired.
+            if !*missing {
+                *missing = true;
+                if *since + record.lease_duration > now {
+                    *since = now;
+                }
             }
             let held = !record.holder_identity.is_empty() && *since + record.lease_duration > now;
             if held {

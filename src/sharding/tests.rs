@@ -274,6 +274,49 @@ async fn a_membership_lease_deleted_by_hand_is_waited_out_not_taken_over() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_lease_deleted_after_an_unseen_renewal_is_waited_out_from_the_list_that_missed_it() {
+    let store = MemoryLeases::default();
+    let ms = offset_pair(&store).await;
+    // b renewed 300 ms ago, after a's last list; now b is cut off and its Lease deleted, so
+    // a never sees that renewal. b may act until it + the renew deadline; a must count b as
+    // live for a whole lease duration from its first list without b's Lease.
+    ms[1].leases.set_down(true);
+    let rv = store
+        .peek("g-b")
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    store.remove("g-b", &rv);
+    let deleted = Instant::now();
+    until(&ms, Duration::from_secs(40), || covered(&ms, &[0])).await;
+    assert!(
+        deleted.elapsed() >= timing().lease_duration + Duration::from_millis(700),
+        "{:?}",
+        deleted.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_members_lease_stays_dead_when_the_expiry_rule_deletes_it() {
+    let store = MemoryLeases::default();
+    let ms: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| member(&store, id))
+        .collect();
+    until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
+    ms[2].leases.set_down(true);
+    until(&ms, Duration::from_secs(30), || covered(&ms, &[0, 1])).await;
+    // Unchanged for twice its duration, c's Lease is deleted; its keys stay with a and b.
+    let start = Instant::now();
+    while start.elapsed() < 3 * timing().lease_duration {
+        assert!(covered(&ms, &[0, 1]), "after {:?}", start.elapsed());
+        tokio::time::sleep(50 * MS).await;
+    }
+    assert!(store.peek("g-c").is_none());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_holder_rewritten_by_hand_moves_no_keys() {
     let store = MemoryLeases::default();
     let ms = offset_pair(&store).await;
