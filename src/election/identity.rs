@@ -5,9 +5,12 @@
 /// The hostname is `$HOSTNAME` when set (a Pod's name inside Kubernetes), else the kernel's
 /// (`/proc/sys/kernel/hostname`), else `fallback`; lower-cased, so that it fits a Lease name.
 /// Two processes on one host differ by pid. In a container the pid is usually 1, so a
-/// restarted container keeps its name (the Pod's) and renews its own Lease; a new Pod gets a
-/// new name. Two candidates sharing a name would each take the other's renewals for their
-/// own: give each process its own when several run in one network namespace.
+/// restarted container keeps its name (the Pod's); it then waits out the term its previous
+/// run left in the Lease, as any other candidate would, since it cannot tell that the run has
+/// stopped. A new Pod gets a new name. Two candidates that share a name do not take each
+/// other's renewals for their own (a record counts as a candidate's only if it wrote it),
+/// but `holderIdentity` and the logs cannot tell them apart: give each process its own name
+/// when several run in one network namespace.
 ///
 /// # Examples
 /// ```
