@@ -11,7 +11,9 @@
 //! Environment (all optional): `LATENCY_TEMPLATE` (default `etcd-pod`), `LATENCY_HANDLERS`
 //! (default 4), `LATENCY_RUNS` (default 3), `LATENCY_PLOT` (the SVG's path; default
 //! `latency.svg` in Cargo's bench scratch directory; BENCHMARKS.md shows
-//! `benches/plots/latency.svg`).
+//! `benches/plots/latency.svg`), `LATENCY_STEP` (changes per generator step in the paced runs,
+//! `informer flood --step`; default one at a time): events then arrive in bursts, as a busy
+//! API server sends them, and each latency counts from its burst's start.
 //!
 //! `cargo bench --bench latency` (about 70 s on 2 cores).
 
@@ -79,13 +81,16 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("latency.svg"));
 
+    let step = std::env::var("LATENCY_STEP").ok();
     let flat = flood(&template, &handlers, &["--events".into(), "200000".into()]);
     let capacity = flat["events_per_second"]
         .as_f64()
         .expect("events_per_second");
     println!(
-        "latency: {template}, {handlers} handlers, capacity {:.0} events/s (flat out)",
-        capacity
+        "latency: {template}, {handlers} handlers, capacity {:.0} events/s (flat out), paced \
+         in steps of {}",
+        capacity,
+        step.as_deref().unwrap_or("1")
     );
     println!();
     println!("| rate (share of capacity) | p50 µs | p99 µs | p999 µs |");
@@ -96,16 +101,16 @@ fn main() {
         let mut reached = Vec::new();
         let mut measured: Vec<Run> = (0..runs.max(1))
             .map(|_| {
-                let r = flood(
-                    &template,
-                    &handlers,
-                    &[
-                        "--rate".into(),
-                        rate.to_string(),
-                        "--duration".into(),
-                        SECONDS.into(),
-                    ],
-                );
+                let mut args = vec![
+                    "--rate".to_owned(),
+                    rate.to_string(),
+                    "--duration".into(),
+                    SECONDS.into(),
+                ];
+                if let Some(n) = &step {
+                    args.extend(["--step".to_owned(), n.clone()]);
+                }
+                let r = flood(&template, &handlers, &args);
                 let events = r["events"].as_f64().expect("events");
                 let samples = r["latency_ns"]["samples"].as_f64().expect("samples");
                 assert!(
