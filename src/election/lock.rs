@@ -216,10 +216,9 @@ impl<C: Leases> LeaseLock<C> {
         let held = self.holds().then(|| self.observed.clone());
         let Some(lease) = self.leases.get(&self.name).await? else {
             if held.is_none() && !self.observed.holder_identity.is_empty() {
-                // Its holder may have renewed after this lock's last read, and the delete
-                // hid that renewal: the wait restarts from the first read that finds it gone,
-                // which comes after any renewal of the vanished Lease.
-                // (Only while that record is live: an expired one stays expired.)
+                // Its holder may have renewed after this lock's last read, and the delete hid
+                // that renewal: a record still live is timed again from the first read that
+                // finds it gone, which comes after any renewal (an expired one stays expired).
                 if !self.vanished {
                     self.vanished = true;
                     if self.observed_valid(Instant::now()) {

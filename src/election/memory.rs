@@ -54,9 +54,14 @@ impl MemoryLeases {
         }
     }
 
-    /// Deletes `name` at `resource_version` at once, as a user with kubectl would.
-    pub(crate) fn remove(&self, name: &str, resource_version: &str) {
-        self.delete_now(name, resource_version).unwrap();
+    /// Deletes `name`, whatever its version, at once, as a user with kubectl would.
+    ///
+    /// # Panics
+    /// When there is no such Lease.
+    pub(crate) fn remove(&self, name: &str) {
+        let rv = self.peek(name).and_then(|l| l.metadata.resource_version);
+        self.delete_now(name, &rv.expect("a Lease to delete"))
+            .unwrap();
     }
 
     /// The stored Lease called `name`.

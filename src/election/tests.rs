@@ -258,13 +258,7 @@ async fn a_lease_deleted_by_hand_is_waited_out_by_candidates_that_saw_it_held() 
     for_a_while(&cs, Duration::from_secs(5)).await;
     for _ in 0..5 {
         just_renewed(&cs, l).await;
-        let rv = store
-            .peek("lead")
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap();
-        store.remove("lead", &rv);
+        store.remove("lead");
         for_a_while(&cs, Duration::from_secs(6)).await;
         assert_eq!(leaders(&cs), vec![l]);
         assert_eq!(
@@ -280,13 +274,7 @@ async fn a_lease_deleted_by_hand_is_waited_out_by_candidates_that_saw_it_held() 
     }
     // Deleted and its leader cut off: the followers wait out what they saw, then one leads.
     just_renewed(&cs, l).await;
-    let rv = store
-        .peek("lead")
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    store.remove("lead", &rv);
+    store.remove("lead");
     cs[l].leases.set_down(true);
     let cut = Instant::now();
     until(&cs, Duration::from_secs(30), || {
@@ -314,13 +302,7 @@ async fn a_vanished_lease_is_waited_out_from_the_read_that_found_it_gone() {
     tokio::time::sleep(1900 * MS).await;
     assert!(l.try_acquire_or_renew().await.unwrap());
     tokio::time::sleep(100 * MS).await;
-    let rv = store
-        .peek("lead")
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    store.remove("lead", &rv);
+    store.remove("lead");
     tokio::time::sleep(500 * MS).await;
     let gone = Instant::now();
     assert!(!c.try_acquire_or_renew().await.unwrap());
