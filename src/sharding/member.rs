@@ -70,9 +70,18 @@ struct Round {
     renewed_at: Option<Instant>,
     listed_at: Option<Instant>,
     ring: ShardRing,
-    /// Other members' Leases by name: the record, when it was first seen as it is (or found
-    /// missing), and whether it was missing from the last list.
-    seen: HashMap<String, (LeaderElectionRecord, Instant, bool)>,
+    /// Other members' Leases by name.
+    seen: HashMap<String, Seen>,
+}
+
+/// Another member's Lease as this member last listed it.
+#[derive(Debug)]
+struct Seen {
+    record: LeaderElectionRecord,
+    /// When the record was first seen as it is (or, while live, found missing).
+    since: Instant,
+    /// Missing from the last list.
+    missing: bool,
 }
 
 impl<C: Leases> ShardMember<C> {
@@ -253,17 +262,19 @@ impl<C: Leases> ShardMember<C> {
             };
             names.push(name.clone());
             let record = LeaderElectionRecord::from_spec(&lease.spec.clone().unwrap_or_default());
-            let entry = r
-                .seen
-                .entry(name.clone())
-                .or_insert_with(|| (record.clone(), now, false));
-            if entry.0 != record {
-                *entry = (record.clone(), now, false);
+            let entry = r.seen.entry(name.clone()).or_insert_with(|| Seen {
+                record: record.clone(),
+                since: now,
+                missing: false,
+            });
+            if entry.record != record {
+                entry.record = record.clone();
+                entry.since = now;
             }
-            entry.2 = false;
+            entry.missing = false;
             if record.holder_identity.is_empty() {
                 // Released by a member that left; deleted here if its own delete failed.
-                if entry.1 + 2 * self.config.timing.lease_duration <= now
+                if entry.since + 2 * self.config.timing.lease_duration <= now
                     && let Some(rv) = lease.metadata.resource_version
                 {
                     expired.push((name, rv));
@@ -272,7 +283,7 @@ impl<C: Leases> ShardMember<C> {
             }
             others = true;
             longest = longest.max(record.lease_duration);
-            let since = entry.1;
+            let since = entry.since;
             if since + record.lease_duration > now {
                 live.push(member);
             } else if since + 2 * record.lease_duration <= now
@@ -286,12 +297,17 @@ impl<C: Leases> ShardMember<C> {
         // first list that missed it: its member may still be acting, may have renewed after
         // the list before (the delete hid that renewal), and a clean leave releases before it
         // deletes.
-        r.seen.retain(|n, (record, since, missing)| {
+        r.seen.retain(|n, seen| {
             if names.contains(n) {
                 return true;
             }
             // Restarted only for a Lease still live: one that had expired (a dead member's,
             // deleted by the expiry rule below) stays expired.
+            let Seen {
+                record,
+                since,
+                missing,
+            } = seen;
             if !*missing {
                 *missing = true;
                 if *since + record.lease_duration > now {
