@@ -90,7 +90,8 @@ pub(crate) struct FloodArgs {
     /// Changes per second the generator aims at, made one at a time (above 100 000/s in
     /// steps of ⌈rate / 100 000⌉; `--step` sets it), so that the latency figure is each
     /// change's own reaction time (default: as fast as the pipeline takes them, in steps of
-    /// 256). With `--server` each step is one request, and changes the server makes by itself
+    /// 256). The generator sleeps only once it is at least 25 µs ahead of its schedule; a change
+    /// due sooner is made at once. With `--server` each step is one request, and changes the server makes by itself
     /// (`serve --rate`) shift the latency figures.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) rate: Option<u64>,
