@@ -8,7 +8,7 @@
 //!   → Reflector        list/watch state machine, resourceVersion, bookmarks, 410 → relist
 //!   → DeltaFIFO        per-key deltas (Added/Updated/Deleted/Replaced/Sync), tombstones
 //!   → Informer         applies deltas to the Store, then notifies
-//!   → Store            sharded, snapshot-versioned, lock-free readers (arc-swap)
+//!   → Store            sharded, snapshot-versioned, lock-free readers (arc-swap, hazard slots)
 //!   → Distributor      crossbeam channels, one consumer per listener
 //!   → handlers
 //! ```

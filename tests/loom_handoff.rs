@@ -1,9 +1,14 @@
-//! Loom model of the store's left-right hand-back (`src/store/handoff.rs`): the one piece of
-//! synchronization the store builds itself, on top of arc-swap and `Arc`.
+//! Loom model of the store's left-right hand-back (`src/store/handoff.rs`) and of the hazard
+//! slots its borrowing readers use (`src/store/hazard.rs`): the synchronization the store
+//! builds itself, on top of arc-swap and `Arc`.
 //!
 //! The file under test is compiled here as it is, with loom's `Arc` and a loom cell in place
 //! of std's `Arc` and arc-swap's `ArcSwap` (the `sync` module below has the names
-//! `handoff.rs` imports from `super::sync`). The writer runs the call sequences of `Writer`'s
+//! `handoff.rs` imports from `super::sync`, the slots and the writer's scan of them written as
+//! `hazard.rs` has them). Slot readers (`slot_read`) announce the published buffer, check it,
+//! and read it through a raw pointer, as `Store::get` does; every buffer records its accesses
+//! in a loom `UnsafeCell` (`Access`), so loom reports any change or free of a buffer that is
+//! not ordered after the end of every slot read in it. The writer runs the call sequences of `Writer`'s
 //! update, replace, failed replace and index addition, and a write that stops half-way (a
 //! panic), on a store in miniature whose changes are not idempotent (each buffer records every
 //! version it went through, so a change replayed twice or missed shows). Loom runs the writer
@@ -18,7 +23,11 @@
 //! - once the readers are gone, the back buffer catches up to exactly the front's state (same
 //!   history, same index configuration), and every buffer left to readers is freed;
 //! - the path where a reader holds the buffer the writer needs (the copy) is taken in some
-//!   interleavings.
+//!   interleavings;
+//! - no buffer is changed or freed while a slot read is in it, including when the writer is
+//!   dropped (each of these fails when its rule is taken out: the writer's scan of the slots,
+//!   the wait in `Handoff`'s drop, and `Release` on the announcement, with which loom found a
+//!   race the first version had).
 //!
 //! Taken as given: arc-swap's contract that `swap` returns only once every load in progress
 //! either ends holding a counted reference to the old value or returns the new one (the cell
@@ -41,29 +50,69 @@ mod sync {
 
     pub(crate) use loom::sync::Arc;
     use loom::sync::Mutex;
+    use loom::sync::atomic::{AtomicUsize, Ordering, fence};
+
+    loom::lazy_static! {
+        /// The hazard slots of the model's slot readers (one each), as `src/store/hazard.rs`
+        /// keeps them per thread: the address of the buffer a read is in, or 0.
+        pub(crate) static ref SLOTS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    }
 
     /// The published cell: stands in for `arc_swap::ArcSwap` (a load and a swap are atomic
-    /// with respect to each other; a load returns a counted reference).
-    pub(crate) struct Current<T>(Mutex<Arc<T>>);
+    /// with respect to each other; a load returns a counted reference), with the plain pointer
+    /// beside it that slot readers read, stored after the swap as in `src/store/sync.rs`.
+    pub(crate) struct Current<T> {
+        cell: Mutex<Arc<T>>,
+        pub(crate) published: AtomicUsize,
+    }
 
     impl<T> Current<T> {
         pub(crate) fn new(value: Arc<T>) -> Self {
-            Current(Mutex::new(value))
+            let published = AtomicUsize::new(Arc::as_ptr(&value) as usize);
+            Current {
+                cell: Mutex::new(value),
+                published,
+            }
         }
 
         pub(crate) fn load(&self) -> Arc<T> {
-            self.0.lock().expect("cell lock").clone()
+            self.cell.lock().expect("cell lock").clone()
         }
 
         pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
-            std::mem::replace(&mut *self.0.lock().expect("cell lock"), value)
+            let p = Arc::as_ptr(&value) as usize;
+            let old = std::mem::replace(&mut *self.cell.lock().expect("cell lock"), value);
+            self.published.store(p, Ordering::SeqCst);
+            old
         }
+    }
+
+    /// `src/store/hazard.rs`'s `announced`: the same fence, then every slot.
+    pub(crate) fn announced<T>(p: *const T) -> bool {
+        fence(Ordering::SeqCst);
+        SLOTS
+            .iter()
+            .any(|s| s.load(Ordering::Acquire) == p as usize)
     }
 
     /// Unlike `Arc::make_mut`, never clones: the hand-back must only write buffers it holds
     /// alone, and the model fails if it tries otherwise.
     pub(crate) fn make_mut<T>(arc: &mut Arc<T>) -> &mut T {
         Arc::get_mut(arc).expect("the writer wrote a buffer that a reader holds")
+    }
+
+    fn unique<T>(arc: &mut Arc<T>) -> bool {
+        Arc::get_mut(arc).is_some() && !announced(Arc::as_ptr(arc))
+    }
+
+    pub(crate) fn in_use<T>(arc: &Arc<T>) -> bool {
+        Arc::strong_count(arc) > 1 || announced(Arc::as_ptr(arc))
+    }
+
+    pub(crate) fn wait_unannounced<T>(arc: &Arc<T>) {
+        while announced(Arc::as_ptr(arc)) {
+            loom::thread::yield_now();
+        }
     }
 
     /// One check when `limit` is zero; otherwise three, with a yield between them (loom then
@@ -74,7 +123,7 @@ mod sync {
             if i > 0 {
                 loom::thread::yield_now();
             }
-            if Arc::get_mut(arc).is_some() {
+            if unique(arc) {
                 return true;
             }
         }
@@ -99,6 +148,56 @@ struct Model {
     config: u32,
     rv: u64,
     generation: u64,
+    access: Access,
+}
+
+/// Records the accesses to one buffer for loom's data-race check: the writer's (every change,
+/// and the drop that frees it) as writes, a slot reader's as reads at the start and the end of
+/// its read. Loom fails the model when two of them, one a write, are not ordered by
+/// happens-before: a buffer changed or freed while a slot reader is in it.
+struct Access(loom::cell::UnsafeCell<()>);
+
+impl Access {
+    fn new() -> Self {
+        Access(loom::cell::UnsafeCell::new(()))
+    }
+}
+
+impl Clone for Access {
+    /// A copy of a buffer is a new buffer, with its own record.
+    fn clone(&self) -> Self {
+        Access::new()
+    }
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Access")
+    }
+}
+
+impl PartialEq for Access {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Model {
+    /// The writer changes this buffer.
+    fn write(&mut self) {
+        self.access.0.with_mut(|_| ());
+    }
+
+    /// A slot reader reads this buffer.
+    fn read(&self) {
+        self.access.0.with(|_| ());
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        self.write();
+    }
 }
 
 /// A logged change.
@@ -112,6 +211,7 @@ impl Buffer for Model {
     type Change = Change;
 
     fn catch_up(&mut self, log: &mut Vec<Change>, front: &Self) {
+        self.write();
         for change in log.drain(..) {
             match change {
                 Change::Cell(cell, value) => self.cells[cell] = value,
@@ -129,6 +229,7 @@ impl Buffer for Model {
             config: self.config,
             rv: 0,
             generation: 0,
+            access: Access::new(),
         }
     }
 
@@ -145,6 +246,7 @@ impl Buffer for Model {
     }
 
     fn set_generation(&mut self, generation: u64) {
+        self.write();
         self.generation = generation;
     }
 }
@@ -174,6 +276,7 @@ fn next(h: &Handoff<Model>) -> u64 {
 fn apply(h: &mut Handoff<Model>, cur: &Current<Model>) {
     let rv = next(h);
     let (back, log) = h.begin();
+    back.write();
     check(back);
     for cell in 0..2 {
         back.cells[cell] = rv;
@@ -191,6 +294,7 @@ fn apply(h: &mut Handoff<Model>, cur: &Current<Model>) {
 fn replace(h: &mut Handoff<Model>, cur: &Current<Model>) {
     let rv = next(h);
     let (back, scratch) = h.begin_rebuild();
+    back.write();
     assert!(scratch.is_empty());
     *back = back.empty_like();
     back.cells = [rv; 2];
@@ -203,6 +307,7 @@ fn replace(h: &mut Handoff<Model>, cur: &Current<Model>) {
 /// `Writer::replace` with an index function failing half-way: nothing published.
 fn failed_replace(h: &mut Handoff<Model>) {
     let (back, _) = h.begin_rebuild();
+    back.write();
     *back = back.empty_like();
     back.cells[0] = 999;
     back.history = vec![999];
@@ -212,6 +317,7 @@ fn failed_replace(h: &mut Handoff<Model>) {
 fn add_index(h: &mut Handoff<Model>, cur: &Current<Model>) {
     let rv = next(h);
     let (back, _) = h.begin();
+    back.write();
     back.config += 1;
     back.cells = [rv; 2];
     back.history.push(rv);
@@ -225,6 +331,7 @@ fn add_index(h: &mut Handoff<Model>, cur: &Current<Model>) {
 /// it in the buffer and the log, nothing published.
 fn aborted_apply(h: &mut Handoff<Model>) {
     let (back, log) = h.begin();
+    back.write();
     back.history.push(1_000);
     back.cells[1] = 1_000;
     log.push(Change::Seen(1_000));
@@ -270,6 +377,7 @@ fn start() -> (Handoff<Model>, Arc<Current<Model>>) {
         config: 0,
         rv: 0,
         generation: 0,
+        access: Access::new(),
     });
     (h, Arc::new(Current::new(front)))
 }
@@ -292,6 +400,104 @@ fn reader(cur: &Arc<Current<Model>>) -> thread::JoinHandle<()> {
         );
         thread::yield_now();
     })
+}
+
+/// `Store::get` and the other borrowing calls: reads the published buffer under hazard slot
+/// `slot` (the protocol of `src/store/hazard.rs`), checks that it is a whole version, and
+/// returns its generation. It yields in the middle of the read (a reader preempted inside a
+/// call), so that the writer runs while it is in the buffer.
+fn slot_read(cur: &Current<Model>, slot: usize) -> u64 {
+    let s = &sync::SLOTS[slot];
+    let mut p = cur.published.load(Ordering::Acquire);
+    loop {
+        // Release, as in `src/store/hazard.rs` (loom found the race with `Relaxed`: a writer
+        // that reads this announcement of the next buffer must also see the end of the read
+        // before it in the buffer it is about to change).
+        s.store(p, Ordering::Release);
+        loom::sync::atomic::fence(Ordering::SeqCst);
+        let now = cur.published.load(Ordering::Acquire);
+        if now == p {
+            break;
+        }
+        p = now;
+    }
+    // Safety: what `src/store/hazard.rs` relies on, and what this model checks: the buffer
+    // published at `p` when the slot announced it stays alive and unchanged until the slot is
+    // cleared. Were the hand-back to change or free it meanwhile, loom would report the race
+    // on its `Access` record.
+    #[allow(unsafe_code)]
+    let m = unsafe { &*(p as *const Model) };
+    m.read();
+    check(m);
+    thread::yield_now();
+    let generation = m.generation;
+    m.read();
+    s.store(0, Ordering::Release);
+    generation
+}
+
+/// Spawns a slot reader that reads `reads` times through slot `slot` and checks the order.
+fn slot_reader(cur: &Arc<Current<Model>>, slot: usize, reads: usize) -> thread::JoinHandle<()> {
+    let cur = cur.clone();
+    thread::spawn(move || {
+        let mut last = 0;
+        for _ in 0..reads {
+            let generation = slot_read(&cur, slot);
+            assert!(
+                generation >= last,
+                "went back from generation {last} to {generation}"
+            );
+            last = generation;
+        }
+    })
+}
+
+/// A slot reader reading twice while the writer applies twice: it only sees whole versions, in
+/// order, and the writer never changes or frees a buffer it is in (when it stays too long, the
+/// writer copies instead, as for a held version). Two reads through one slot: the second
+/// announcement must not let the writer into the buffer of the first (what `Release` on the
+/// announcement is for).
+#[test]
+fn slot_reader_is_never_in_a_buffer_being_written() {
+    let copied = model(|| {
+        let (mut h, cur) = start();
+        let r = slot_reader(&cur, 0, 2);
+        apply(&mut h, &cur);
+        apply(&mut h, &cur);
+        r.join().expect("slot reader");
+        finish(h, &cur, 2, 0)
+    });
+    assert!(copied, "no interleaving took the copy path");
+}
+
+/// A slot read across an update, a replace and an update: the rebuilt buffer is not written
+/// while the read is in it either.
+#[test]
+fn slot_reader_across_a_replace() {
+    model(|| {
+        let (mut h, cur) = start();
+        let r = slot_reader(&cur, 0, 1);
+        apply(&mut h, &cur);
+        replace(&mut h, &cur);
+        apply(&mut h, &cur);
+        r.join().expect("slot reader");
+        finish(h, &cur, 3, 0)
+    });
+}
+
+/// A slot read while the writer applies twice and is then dropped: the writer's buffers are
+/// freed only once no read is in them.
+#[test]
+fn dropping_the_writer_waits_for_slot_readers() {
+    model(|| {
+        let (mut h, cur) = start();
+        let s = slot_reader(&cur, 0, 1);
+        apply(&mut h, &cur);
+        apply(&mut h, &cur);
+        drop(h);
+        s.join().expect("slot reader");
+        0
+    });
 }
 
 /// One reader loading twice while the writer applies, replaces and applies again.

@@ -7,15 +7,20 @@
 //!
 //! # Protocol
 //!
-//! - Readers load the published buffer from the cell (`Current`) and drop it when done;
-//!   nothing else. Nothing changes a buffer while the cell or any reader can reach it.
+//! - Readers load the published buffer from the cell (`Current`) and drop it when done, or
+//!   borrow it for one call under a hazard slot (`super::hazard`); nothing else. Nothing
+//!   changes a buffer while the cell or any reader can reach it.
 //! - The writer owns two buffers: `front` (published) and `back`. It changes `back` only
-//!   while it holds the only reference to it ([`wait_unique`](super::sync::wait_unique) is an
-//!   `Arc::get_mut` check), and records each change in a log.
+//!   while it holds the only reference to it and no hazard slot announces it
+//!   ([`wait_unique`](super::sync::wait_unique): an `Arc::get_mut` check and a scan of the
+//!   slots), and records each change in a log. Retired buffers are freed, and the writer's
+//!   buffers dropped, under the same two conditions.
 //! - `publish` swaps `back` into the cell; the cell's `swap` returns only once every load in
 //!   progress either ends holding a counted reference to the old front or returns the new one
 //!   (arc-swap settles its readers' debts before `swap` returns; the loom model's cell is a
-//!   mutex, which counts every load at once). The old front becomes `back`.
+//!   mutex, which counts every load at once), and a slot read that did not see the new
+//!   pointer is seen by the writer's scan (a `SeqCst` fence on each side). The old front
+//!   becomes `back`.
 //! - Once no reader holds the new `back`, it replays the log (or, when `stale`, is rebuilt as
 //!   a copy of the front) and is then in the front's state again.
 //! - A reader that keeps `back` too long (a held snapshot) does not block the writer: after
@@ -28,7 +33,7 @@
 
 use std::time::Duration;
 
-use super::sync::{Arc, Current, make_mut, wait_unique};
+use super::sync::{Arc, Current, in_use, make_mut, wait_unannounced, wait_unique};
 
 /// One complete state of a store that can be brought to another buffer's state by replaying
 /// the changes recorded while that buffer was written.
@@ -124,7 +129,7 @@ impl<B: Buffer> Handoff<B> {
 
     /// Frees the retired buffers no reader holds any more. Call at the start of every write.
     pub(crate) fn sweep(&mut self) {
-        self.retired.retain(|b| Arc::strong_count(b) > 1);
+        self.retired.retain(in_use);
     }
 
     /// The back buffer, the writer's alone and in the front's state, for the next version,
@@ -227,5 +232,17 @@ impl<B: Buffer> Handoff<B> {
             self.stale = false;
         }
         self.log.clear();
+    }
+}
+
+impl<B: Buffer> Drop for Handoff<B> {
+    /// The back buffer and the retired ones may still be read by calls that announced them
+    /// (the front one stays published in the cell, which outlives every reader): they are
+    /// dropped once those calls return.
+    fn drop(&mut self) {
+        wait_unannounced(&self.back);
+        for b in &self.retired {
+            wait_unannounced(b);
+        }
     }
 }

@@ -28,6 +28,7 @@ mod batch;
 mod config;
 mod error;
 mod handoff;
+mod hazard;
 mod index;
 mod lookup;
 mod reader;

@@ -8,27 +8,29 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::object::{Object, ObjectKey};
 
 use super::error::{StoreError, WaitError};
 use super::lookup::LookupKey;
+use super::sync::Current;
 use super::version::Version;
 
 /// What readers and the writer share: the published version, and the resourceVersion channel
 /// that wakes waiters (only [`Store::wait_for`] touches it; data reads never do).
 pub(crate) struct Shared {
-    pub(crate) current: ArcSwap<Version>,
+    pub(crate) current: Current<Version>,
     pub(crate) rv: watch::Receiver<u64>,
 }
 
 /// A cheap-to-clone read handle on a store: every call reads the latest published version.
 ///
-/// Reads take no lock and never wait for the [`Writer`](super::Writer): each call loads the
-/// current version through `arc-swap` (no reference count is touched for `get`, `len`,
-/// `by_index`...) and looks up in it. Two calls may see two different versions; take a
+/// Reads take no lock and never wait for the [`Writer`](super::Writer): `get`, `with`,
+/// `contains_key`, `len` and `resource_version` borrow the current version for the length of
+/// the call under a per-thread hazard slot (a store and a fence on this thread's own cache
+/// line, no shared reference count); the other reads load it through `arc-swap`. Either way
+/// the call looks up in one whole version. Two calls may see two different versions; take a
 /// [`Snapshot`] to make several reads agree (see the module docs, *Consistency*).
 ///
 /// `Store` is `Clone + Send + Sync`; clones share the same store.
@@ -46,12 +48,12 @@ impl fmt::Debug for Store {
 impl Store {
     /// The object stored under `key` (`namespace/name` or `name`), shared with the store.
     ///
-    /// Each call loads the current version (an `arc-swap` load, whose memory barrier keeps
-    /// consecutive lookups from overlapping their cache misses); for many lookups in a row,
-    /// [`Store::snapshot`] once and [`Snapshot::get`] on it is up to twice as fast in a large
-    /// store, and the lookups agree on one version.
+    /// Each call finds the current version anew (under a hazard slot: one memory fence, which
+    /// keeps consecutive lookups from overlapping their cache misses); for many lookups in a
+    /// row, [`Store::snapshot`] once and [`Snapshot::get`] on it is faster in a large store,
+    /// and the lookups agree on one version.
     pub fn get<K: LookupKey + ?Sized>(&self, key: &K) -> Option<Arc<Object>> {
-        self.shared.current.load().get(key).cloned()
+        self.shared.current.read(|v| v.get(key).cloned())
     }
 
     /// Calls `f` with the object stored under `key`, borrowed from the store, and returns what
@@ -85,12 +87,12 @@ impl Store {
         key: &K,
         f: impl FnOnce(&Arc<Object>) -> R,
     ) -> Option<R> {
-        self.shared.current.load().get(key).map(f)
+        self.shared.current.read(|v| v.get(key).map(f))
     }
 
     /// Whether an object is stored under `key`.
     pub fn contains_key<K: LookupKey + ?Sized>(&self, key: &K) -> bool {
-        self.shared.current.load().get(key).is_some()
+        self.shared.current.read(|v| v.get(key).is_some())
     }
 
     /// Every object, in no particular order (client-go `List`). Allocates one `Vec`; use
@@ -106,7 +108,7 @@ impl Store {
 
     /// Number of objects.
     pub fn len(&self) -> usize {
-        self.shared.current.load().len()
+        self.shared.current.read(Version::len)
     }
 
     /// Whether the store holds no object.
@@ -118,7 +120,7 @@ impl Store {
     /// [`Writer::apply`](super::Writer::apply), [`replace`](super::Writer::replace) or
     /// [`bookmark`](super::Writer::bookmark); 0 before any.
     pub fn resource_version(&self) -> u64 {
-        self.shared.current.load().resource_version
+        self.shared.current.read(|v| v.resource_version)
     }
 
     /// Objects indexed under `value` by index `name`, sorted by key (client-go `ByIndex`).

@@ -1,14 +1,68 @@
-//! What [`super::handoff`] is built on, in normal builds: std's `Arc`, arc-swap's `ArcSwap` as
-//! the published cell, and a spin-then-sleep wait. `tests/loom_handoff.rs` supplies loom's
-//! versions of the same names to model-check the hand-back.
+//! What [`super::handoff`] is built on, in normal builds: std's `Arc`, the published cell
+//! ([`Current`]: arc-swap's `ArcSwap` beside a plain pointer read under a hazard slot), and a
+//! spin-then-sleep wait. `tests/loom_handoff.rs` supplies loom's versions of the same names to
+//! model-check the hand-back.
 
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 pub(crate) use std::sync::Arc;
 
-/// The cell readers load the published buffer from.
-pub(crate) type Current<T> = arc_swap::ArcSwap<T>;
+use super::hazard;
+
+/// The cell readers load the published buffer from, two ways: a counted reference through
+/// arc-swap (`load`, `load_full`: what a `Snapshot` holds), or a borrow for the length of one
+/// call under a hazard slot (`read`: no reference count touched, see [`super::hazard`]).
+pub(crate) struct Current<T> {
+    cell: arc_swap::ArcSwap<T>,
+    /// The buffer `cell` holds (between `swap`'s two stores, the one it held before; both are
+    /// alive then, held by the writer).
+    published: AtomicPtr<T>,
+}
+
+impl<T> Current<T> {
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        let published = AtomicPtr::new(Arc::as_ptr(&value).cast_mut());
+        Current {
+            cell: arc_swap::ArcSwap::new(value),
+            published,
+        }
+    }
+
+    /// Publishes `value`; returns the buffer published before, which the caller keeps alive
+    /// (and unchanged) until [`wait_unique`] finds no reader in it.
+    pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
+        let p = Arc::as_ptr(&value).cast_mut();
+        let old = self.cell.swap(value);
+        self.published.store(p, Ordering::SeqCst);
+        old
+    }
+
+    /// A counted guard on the published buffer (arc-swap's `load`).
+    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<T>> {
+        self.cell.load()
+    }
+
+    /// A counted reference to the published buffer.
+    pub(crate) fn load_full(&self) -> Arc<T> {
+        self.cell.load_full()
+    }
+
+    /// `f` on the published buffer, borrowed under a hazard slot (through arc-swap when this
+    /// thread has none free).
+    #[inline]
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        let mut f = Some(f);
+        if let Some(r) = hazard::read(&self.published, &mut f) {
+            return r;
+        }
+        let f = f
+            .take()
+            .expect("a read that found no slot leaves its closure");
+        f(&self.cell.load())
+    }
+}
 
 /// The value of an `Arc` the caller holds the only reference to. The hand-back only calls
 /// this on a buffer it has checked is unique (the loom model fails otherwise); were it ever
@@ -35,14 +89,35 @@ const NAP: Duration = Duration::from_micros(20);
 /// Spins (without looking at the clock) before the first time check, and between checks.
 const SPINS: u32 = 64;
 
-/// Waits until `arc` is the only reference to its value: spins for up to [`SPIN`] (or only a
-/// few spins when `limit` is zero), then sleeps [`NAP`] between checks until `limit` has
-/// passed. Returns whether it is the only one.
+/// Whether nobody but the caller reads `arc`'s value: no other reference, and no read in
+/// progress announces it ([`hazard::announced`]; call only on a buffer no longer published).
+fn unique<T>(arc: &mut Arc<T>) -> bool {
+    Arc::get_mut(arc).is_some() && !hazard::announced(Arc::as_ptr(arc))
+}
+
+/// Whether a buffer the writer no longer publishes is still read: referenced elsewhere, or
+/// announced by a read in progress. One that is not may be dropped.
+pub(crate) fn in_use<T>(arc: &Arc<T>) -> bool {
+    Arc::strong_count(arc) > 1 || hazard::announced(Arc::as_ptr(arc))
+}
+
+/// Waits (however long) until no read in progress announces `arc`'s value, so that dropping
+/// it cannot free a buffer under a reader. Reads announce a buffer for the length of one store
+/// call.
+pub(crate) fn wait_unannounced<T>(arc: &Arc<T>) {
+    while hazard::announced(Arc::as_ptr(arc)) {
+        thread::yield_now();
+    }
+}
+
+/// Waits until `arc` is the only reference to its value and no read announces it: spins for
+/// up to [`SPIN`] (or only a few spins when `limit` is zero), then sleeps [`NAP`] between checks
+/// until `limit` has passed. Returns whether it is the writer's alone.
 pub(crate) fn wait_unique<T>(arc: &mut Arc<T>, limit: Duration) -> bool {
     let start = Instant::now();
     loop {
         for _ in 0..SPINS {
-            if Arc::get_mut(arc).is_some() {
+            if unique(arc) {
                 return true;
             }
             std::hint::spin_loop();

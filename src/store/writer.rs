@@ -20,10 +20,12 @@ use super::version::{Version, WARM_GROUP};
 /// published through one `arc_swap::ArcSwap`; nothing changes it while it is published. A write
 /// goes to the *back* buffer, in place, and is logged; then the two swap roles with one atomic
 /// pointer swap, and the old front, once no reader is left in it, replays the log to become the
-/// next back buffer. This is the left-right scheme, made safe without `unsafe`: "no reader is
-/// left" is `Arc::get_mut` succeeding on the old front after `ArcSwap::swap` (which turns every
-/// reader's outstanding load into a counted reference before it returns). The protocol
-/// (`src/store/handoff.rs`) is model-checked with loom (`tests/loom_handoff.rs`).
+/// next back buffer. This is the left-right scheme: "no reader is left" is `Arc::get_mut`
+/// succeeding on the old front after `ArcSwap::swap` (which turns every reader's outstanding
+/// load into a counted reference before it returns), and no hazard slot announcing it (the
+/// borrowing reads, `src/store/hazard.rs`: the one `unsafe` block of the crate, a dereference
+/// of the published pointer). The protocol (`src/store/handoff.rs`) and the slots are
+/// model-checked with loom (`tests/loom_handoff.rs`).
 ///
 /// # Waiting on readers
 ///
@@ -37,7 +39,8 @@ use super::version::{Version, WARM_GROUP};
 ///
 /// A call that fails publishes nothing. Buffers left to readers are freed by a later writer
 /// call once no reader holds them: freeing a replaced store's content happens here, never on a
-/// reader's thread.
+/// reader's thread. Dropping the writer waits for `Store` calls still in its unpublished
+/// buffers to return (they take microseconds, or as long as a [`Store::with`] closure runs).
 pub struct Writer {
     shared: Arc<Shared>,
     /// The two buffers and the log between them (the protocol lives in `handoff.rs`).
@@ -61,7 +64,7 @@ impl Writer {
         let (buffers, front) = Handoff::new(version);
         let (rv_tx, rv_rx) = watch::channel(front.resource_version);
         let shared = Arc::new(Shared {
-            current: arc_swap::ArcSwap::new(front),
+            current: super::sync::Current::new(front),
             rv: rv_rx,
         });
         (
