@@ -13,8 +13,9 @@
 //! - The writer owns two buffers: `front` (published) and `back`. It changes `back` only
 //!   while it holds the only reference to it and no hazard slot announces it
 //!   ([`wait_unique`](super::sync::wait_unique): an `Arc::get_mut` check and a scan of the
-//!   slots), and records each change in a log. Retired buffers are freed, and the writer's
-//!   buffers dropped, under the same two conditions.
+//!   slots), and records each change in a log. Retired buffers are freed under the same two
+//!   conditions; when the writer goes, a buffer a read still announces is left to the cell
+//!   (`release`), which frees it when no `Store` call can be in progress any more.
 //! - `publish` swaps `back` into the cell; the cell's `swap` returns only once every load in
 //!   progress either ends holding a counted reference to the old front or returns the new one
 //!   (arc-swap settles its readers' debts before `swap` returns; the loom model's cell is a
@@ -33,7 +34,7 @@
 
 use std::time::Duration;
 
-use super::sync::{Arc, Current, in_use, make_mut, wait_unannounced, wait_unique};
+use super::sync::{Arc, Current, in_use, make_mut, wait_unique};
 
 /// One complete state of a store that can be brought to another buffer's state by replaying
 /// the changes recorded while that buffer was written.
@@ -216,6 +217,21 @@ impl<B: Buffer> Handoff<B> {
         }
     }
 
+    /// Gives up the buffers that are not published (the back one and the retired ones), for
+    /// the writer's drop: each one a read in progress still announces is kept by `current`
+    /// until the cell goes (see `Current::bury`); the others are dropped here (or by their last
+    /// `Snapshot`). Never waits. The handoff is left with an empty back buffer and nothing to
+    /// replay.
+    pub(crate) fn release(&mut self, current: &Current<B>) {
+        let empty = Arc::new(self.front.empty_like());
+        current.bury(std::mem::replace(&mut self.back, empty));
+        for buffer in std::mem::take(&mut self.retired) {
+            current.bury(buffer);
+        }
+        self.log.clear();
+        self.stale = true;
+    }
+
     /// Brings `back` (the writer's alone) to the front's state.
     fn catch_up(&mut self) {
         let back = make_mut(&mut self.back);
@@ -232,17 +248,5 @@ impl<B: Buffer> Handoff<B> {
             self.stale = false;
         }
         self.log.clear();
-    }
-}
-
-impl<B: Buffer> Drop for Handoff<B> {
-    /// The back buffer and the retired ones may still be read by calls that announced them
-    /// (the front one stays published in the cell, which outlives every reader): they are
-    /// dropped once those calls return.
-    fn drop(&mut self) {
-        wait_unannounced(&self.back);
-        for b in &self.retired {
-            wait_unannounced(b);
-        }
     }
 }

@@ -29,7 +29,8 @@ struct Node {
     claimed: AtomicBool,
 }
 
-/// Every node ever made. Readers lock it only to claim a node, once per thread.
+/// Every node ever made. Readers lock it only to claim a node, once per thread; the writer,
+/// for each scan of the slots.
 static NODES: Mutex<Vec<&'static Node>> = Mutex::new(Vec::new());
 
 /// This thread's node and how many of its slots are in use.

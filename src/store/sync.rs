@@ -4,6 +4,7 @@
 //! model-check the hand-back.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,9 +17,12 @@ use super::hazard;
 /// call under a hazard slot (`read`: no reference count touched, see [`super::hazard`]).
 pub(crate) struct Current<T> {
     cell: arc_swap::ArcSwap<T>,
-    /// The buffer `cell` holds (between `swap`'s two stores, the one it held before; both are
-    /// alive then, held by the writer).
+    /// The buffer `cell` holds, stored just after it (between the two stores `swap` makes,
+    /// the one `cell` held before; both are alive then, held by the writer).
     published: AtomicPtr<T>,
+    /// Buffers the writer left when it was dropped while reads announced them: freed with the
+    /// cell, when no `Store` call can be in progress any more.
+    buried: Mutex<Vec<Arc<T>>>,
 }
 
 impl<T> Current<T> {
@@ -27,6 +31,7 @@ impl<T> Current<T> {
         Current {
             cell: arc_swap::ArcSwap::new(value),
             published,
+            buried: Mutex::new(Vec::new()),
         }
     }
 
@@ -40,13 +45,26 @@ impl<T> Current<T> {
     }
 
     /// A counted guard on the published buffer (arc-swap's `load`).
+    ///
+    /// Never older than what a `read` on this thread saw before, nor newer than what one sees
+    /// after: between `swap`'s two stores, `cell` is ahead of `published`, and a load that finds
+    /// them apart waits for the second store (spinning, then yielding: the writer makes it
+    /// right after the first).
     pub(crate) fn load(&self) -> arc_swap::Guard<Arc<T>> {
-        self.cell.load()
+        let mut spins = 0u32;
+        loop {
+            let guard = self.cell.load();
+            if std::ptr::eq(Arc::as_ptr(&guard), self.published.load(Ordering::Acquire)) {
+                return guard;
+            }
+            drop(guard);
+            backoff(&mut spins);
+        }
     }
 
-    /// A counted reference to the published buffer.
+    /// A counted reference to the published buffer (as [`Current::load`]).
     pub(crate) fn load_full(&self) -> Arc<T> {
-        self.cell.load_full()
+        Arc::clone(&self.load())
     }
 
     /// `f` on the published buffer, borrowed under a hazard slot (through arc-swap when this
@@ -60,7 +78,30 @@ impl<T> Current<T> {
         let f = f
             .take()
             .expect("a read that found no slot leaves its closure");
-        f(&self.cell.load())
+        f(&self.load())
+    }
+
+    /// Keeps `buffer` (no longer published) until the cell is dropped, if a read in progress
+    /// announces it; drops it now otherwise. What the writer does with its buffers when it is
+    /// dropped: it must not wait for those reads, which may be its own thread's (a `Store::with`
+    /// closure that drops the writer).
+    pub(crate) fn bury(&self, buffer: Arc<T>) {
+        if hazard::announced(Arc::as_ptr(&buffer)) {
+            self.buried
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(buffer);
+        }
+    }
+}
+
+/// A short spin, then yields.
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        thread::yield_now();
     }
 }
 
@@ -99,15 +140,6 @@ fn unique<T>(arc: &mut Arc<T>) -> bool {
 /// announced by a read in progress. One that is not may be dropped.
 pub(crate) fn in_use<T>(arc: &Arc<T>) -> bool {
     Arc::strong_count(arc) > 1 || hazard::announced(Arc::as_ptr(arc))
-}
-
-/// Waits (however long) until no read in progress announces `arc`'s value, so that dropping
-/// it cannot free a buffer under a reader. Reads announce a buffer for the length of one store
-/// call.
-pub(crate) fn wait_unannounced<T>(arc: &Arc<T>) {
-    while hazard::announced(Arc::as_ptr(arc)) {
-        thread::yield_now();
-    }
 }
 
 /// Waits until `arc` is the only reference to its value and no read announces it: spins for

@@ -39,8 +39,7 @@ use super::version::{Version, WARM_GROUP};
 ///
 /// A call that fails publishes nothing. Buffers left to readers are freed by a later writer
 /// call once no reader holds them: freeing a replaced store's content happens here, never on a
-/// reader's thread. Dropping the writer waits for `Store` calls still in its unpublished
-/// buffers to return (they take microseconds, or as long as a [`Store::with`] closure runs).
+/// reader's thread.
 pub struct Writer {
     shared: Arc<Shared>,
     /// The two buffers and the log between them (the protocol lives in `handoff.rs`).
@@ -56,6 +55,15 @@ impl fmt::Debug for Writer {
             .field("retired", &self.buffers.retired())
             .field("copies", &self.buffers.copies())
             .finish()
+    }
+}
+
+impl Drop for Writer {
+    /// Frees the unpublished buffers, except those a `Store` call in progress still reads
+    /// (possibly on this very thread, inside a [`Store::with`] closure): those stay with the
+    /// readers' handle until its last clone goes. Never waits.
+    fn drop(&mut self) {
+        self.buffers.release(&self.shared.current);
     }
 }
 
