@@ -93,7 +93,8 @@ impl Drop for Announced<'_> {
 ///
 /// `published` must always point to a live buffer that its writer frees or changes only after
 /// storing another pointer in `published` and then finding, by [`announced`], that no slot
-/// announces it (the protocol of `super::handoff`; `super::sync::Current` keeps it).
+/// announces it, and that is kept alive while `published` is, if it is still announced when
+/// the writer goes (the protocol of `super::handoff`; `super::sync::Current` keeps it).
 pub(crate) fn read<T, R>(
     published: &AtomicPtr<T>,
     f: &mut Option<impl FnOnce(&T) -> R>,
@@ -128,8 +129,10 @@ pub(crate) fn read<T, R>(
             // load above, ordered after the announcement by the fence). The writer changes or
             // frees a buffer only once it is no longer published and `announced` finds no slot
             // holding it, and that check, ordered after the unpublishing by the fence there,
-            // sees this slot until `_clear` empties it after `f` returns. So the buffer is
-            // alive and unchanged for as long as `f` holds the reference. The Acquire loads
+            // sees this slot until `_clear` empties it after `f` returns (a writer dropped
+            // meanwhile leaves a buffer it finds announced to the cell that holds `published`,
+            // which outlives this call: `Current::bury`). So the buffer is alive and unchanged
+            // for as long as `f` holds the reference. The Acquire loads
             // make what the writer wrote before publishing `p` visible here.
             #[allow(unsafe_code)]
             let buffer = unsafe { &*p };
