@@ -10,7 +10,10 @@
 //!
 //! # Consistency
 //!
-//! - Reads take no lock and never wait for the writer.
+//! - Reads take no lock and never wait for the writer, but for two waits of a few
+//!   instructions: a thread's first point read registers its hazard slots under a lock, and a
+//!   counted read (a snapshot, `list`, an index read) that falls between the two stores of a
+//!   publish waits for the second.
 //! - Every [`Writer`] call publishes at most one version: a reader sees a batch whole or not at
 //!   all, across all shards and indexes.
 //! - Each [`Store`] call reads the latest version on its own (two calls may see two versions);

@@ -26,13 +26,14 @@ pub(crate) struct Shared {
 
 /// A cheap-to-clone read handle on a store: every call reads the latest published version.
 ///
-/// Reads take no lock and never wait for the [`Writer`](super::Writer): `get`, `with`,
-/// `contains_key`, `len` and `resource_version` borrow the current version for the length of
-/// the call under a per-thread hazard slot (a store and a fence on this thread's own cache
-/// line, no shared reference count; a thread's first such read registers its slots, under a
-/// lock); the other reads load it through `arc-swap`. Either way the call looks up in one
-/// whole version, and a thread's reads never go back a version, whichever way each reads. Two calls may see two different versions; take a
-/// [`Snapshot`] to make several reads agree (see the module docs, *Consistency*).
+/// Reads take no lock and never wait for the [`Writer`](super::Writer) (but for the two
+/// short waits the module docs name, *Consistency*): `get`, `with`, `contains_key`, `len` and
+/// `resource_version` borrow the current version for the length of the call under a
+/// per-thread hazard slot (a store and a fence on this thread's own cache line, no shared
+/// reference count); the other reads load it through `arc-swap`. Either way the call looks up
+/// in one whole version, and a thread's reads never go back a version, whichever way each
+/// reads. Two calls may see two different versions; take a [`Snapshot`] to make several reads
+/// agree (see the module docs, *Consistency*).
 ///
 /// `Store` is `Clone + Send + Sync`; clones share the same store.
 #[derive(Clone)]

@@ -17,8 +17,8 @@ use super::hazard;
 /// call under a hazard slot (`read`: no reference count touched, see [`super::hazard`]).
 pub(crate) struct Current<T> {
     cell: arc_swap::ArcSwap<T>,
-    /// The buffer `cell` holds, stored just after it (between the two stores `swap` makes,
-    /// the one `cell` held before; both are alive then, held by the writer).
+    /// The buffer `cell` holds, stored just before it (between the two stores `swap` makes,
+    /// `cell` still holds the one before; both are alive then, held by the writer).
     published: AtomicPtr<T>,
     /// Buffers the writer left when it was dropped while reads announced them: freed with the
     /// cell, when no `Store` call can be in progress any more.
@@ -39,17 +39,20 @@ impl<T> Current<T> {
     /// (and unchanged) until [`wait_unique`] finds no reader in it.
     pub(crate) fn swap(&self, value: Arc<T>) -> Arc<T> {
         let p = Arc::as_ptr(&value).cast_mut();
-        let old = self.cell.swap(value);
+        // `published` first: arc-swap's `swap` stores its pointer at once and then settles its
+        // readers' debts (a walk of every arc-swap reader in the process), and counted loads
+        // wait only while the two pointers differ, which is then a few instructions.
         self.published.store(p, Ordering::SeqCst);
-        old
+        self.cell.swap(value)
     }
 
     /// A counted guard on the published buffer (arc-swap's `load`).
     ///
     /// Never older than what a `read` on this thread saw before, nor newer than what one sees
-    /// after: between `swap`'s two stores, `cell` is ahead of `published`, and a load that finds
-    /// them apart waits for the second store (spinning, then yielding: the writer makes it
-    /// right after the first).
+    /// after: between `swap`'s two stores, `published` is ahead of `cell`, and a load that
+    /// finds them apart waits for the second store, which follows the first within a few
+    /// instructions (it spins, then yields, then sleeps, so that a writer preempted there, even
+    /// by a reader of higher priority on its core, gets to run).
     pub(crate) fn load(&self) -> arc_swap::Guard<Arc<T>> {
         let mut spins = 0u32;
         loop {
@@ -95,13 +98,15 @@ impl<T> Current<T> {
     }
 }
 
-/// A short spin, then yields.
+/// A short spin, then a few yields, then short sleeps.
 fn backoff(spins: &mut u32) {
-    *spins += 1;
+    *spins = spins.saturating_add(1);
     if *spins < 64 {
         std::hint::spin_loop();
-    } else {
+    } else if *spins < 72 {
         thread::yield_now();
+    } else {
+        thread::sleep(Duration::from_micros(10));
     }
 }
 

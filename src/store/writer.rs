@@ -29,9 +29,10 @@ use super::version::{Version, WARM_GROUP};
 ///
 /// # Waiting on readers
 ///
-/// Readers never wait for the writer. The writer waits for a reader only when the buffer it is
-/// about to write is still in use: by a `Store` call that started before the previous swap
-/// (it finishes within microseconds unless its thread was preempted) or by a held
+/// Readers never wait for the writer (but for the few instructions the module docs name). The
+/// writer waits for a reader only when the buffer it is about to write is still in use: by a
+/// `Store` call that started before the previous swap (it finishes within microseconds unless
+/// its thread was preempted) or by a held
 /// [`Snapshot`]. It waits at most about as long as copying the store's tables would take
 /// (1 ms plus 50 ns per object), then leaves that buffer to its readers and writes into a
 /// fresh copy of the front buffer instead: a held snapshot never blocks the writer (what it
