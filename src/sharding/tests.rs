@@ -25,6 +25,11 @@ struct Member {
     run: tokio::task::JoinHandle<()>,
 }
 
+/// One member per identity in `ids`, each running.
+fn members(store: &MemoryLeases, ids: &[&str]) -> Vec<Member> {
+    ids.iter().map(|id| member(store, id)).collect()
+}
+
 fn member(store: &MemoryLeases, id: &str) -> Member {
     let leases = store.client();
     let m = Arc::new(
@@ -117,10 +122,7 @@ async fn a_lone_member_acts_at_once_and_newcomers_wait_a_lease_duration() {
 #[tokio::test(start_paused = true)]
 async fn a_cut_off_member_stops_before_its_keys_move() {
     let store = MemoryLeases::default();
-    let ms: Vec<_> = ["a", "b", "c"]
-        .iter()
-        .map(|id| member(&store, id))
-        .collect();
+    let ms = members(&store, &["a", "b", "c"]);
     until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
     let claim_key = keys()
         .into_iter()
@@ -157,10 +159,7 @@ async fn a_cut_off_member_stops_before_its_keys_move() {
 #[tokio::test(start_paused = true)]
 async fn a_member_that_leaves_waits_for_its_claims_then_hands_over_at_the_next_round() {
     let store = MemoryLeases::default();
-    let mut ms: Vec<_> = ["a", "b", "c"]
-        .iter()
-        .map(|id| member(&store, id))
-        .collect();
+    let mut ms = members(&store, &["a", "b", "c"]);
     until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
     let key = keys()
         .into_iter()
@@ -185,7 +184,7 @@ async fn a_member_that_leaves_waits_for_its_claims_then_hands_over_at_the_next_r
 #[tokio::test(start_paused = true)]
 async fn a_member_whose_lists_fail_stops_acting_but_keeps_its_keys() {
     let store = MemoryLeases::default();
-    let ms: Vec<_> = ["a", "b"].iter().map(|id| member(&store, id)).collect();
+    let ms = members(&store, &["a", "b"]);
     until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1])).await;
     ms[0].leases.set_down(true);
     until(&ms, Duration::from_secs(11), || {
@@ -202,10 +201,7 @@ async fn a_member_whose_lists_fail_stops_acting_but_keeps_its_keys() {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_member_whose_renewal_lands_late_comes_back_as_a_newcomer() {
     let store = MemoryLeases::default();
-    let ms: Vec<_> = ["a", "b", "c"]
-        .iter()
-        .map(|id| member(&store, id))
-        .collect();
+    let ms = members(&store, &["a", "b", "c"]);
     until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
     // b stalls: its next renewal and list each take effect at once but are answered 9.9 s
     // later (each within the renew deadline). Its Lease then stays unchanged for a whole
@@ -288,10 +284,7 @@ async fn a_lease_deleted_after_an_unseen_renewal_is_waited_out_from_the_list_tha
 #[tokio::test(start_paused = true)]
 async fn a_dead_members_lease_stays_dead_when_the_expiry_rule_deletes_it() {
     let store = MemoryLeases::default();
-    let ms: Vec<_> = ["a", "b", "c"]
-        .iter()
-        .map(|id| member(&store, id))
-        .collect();
+    let ms = members(&store, &["a", "b", "c"]);
     until(&ms, Duration::from_secs(20), || covered(&ms, &[0, 1, 2])).await;
     ms[2].leases.set_down(true);
     until(&ms, Duration::from_secs(30), || covered(&ms, &[0, 1])).await;
