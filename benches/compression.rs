@@ -187,10 +187,10 @@ fn heap_of(objs: &[Arc<Object>], total: isize) -> Heap {
         .iter()
         .map(|o| {
             let m = o.meta();
-            (m.labels.len() + m.annotations.len()) * pair
-                + m.owner_references.len() * size_of::<informer::object::OwnerReference>()
-                + m.finalizers.len() * size_of::<informer::object::Str>()
-                + m.managed_fields.len() * size_of::<bytes::Bytes>()
+            (m.labels().len() + m.annotations().len()) * pair
+                + m.owner_references().len() * size_of::<informer::object::OwnerReference>()
+                + m.finalizers().len() * size_of::<informer::object::Str>()
+                + std::mem::size_of_val(m.managed_fields())
         })
         .sum();
     Heap {

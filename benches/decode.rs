@@ -9,6 +9,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use informer::object::ObjectMeta;
 use informer::object::{self, DEFAULT_FRAME_LIMIT, WatchDecoder, WatchEvent, WatchFormat};
 use prost::Message;
 
@@ -62,11 +63,11 @@ fn watch_stream(c: &mut Criterion) {
     let pod = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
     let mut stream = Vec::new();
     for i in 0..1000 {
-        let mut m = pod.meta().clone();
+        let mut m = pod.meta().to_fields();
         m.name = format!("pod-{i}").into();
         m.resource_version = (i + 1).to_string().into();
         object::encode_watch_frame(
-            &WatchEvent::Modified(pod.with_meta(m).unwrap()),
+            &WatchEvent::Modified(pod.with_meta(ObjectMeta::from(m)).unwrap()),
             &mut stream,
         )
         .unwrap();

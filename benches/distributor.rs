@@ -43,6 +43,7 @@ use crossbeam::channel::{Receiver, Sender, bounded, unbounded};
 use crossbeam::utils::CachePadded;
 use hdrhistogram::Histogram;
 use informer::distributor::{Distributor, HandlerFns, Notification, OverflowPolicy};
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectMeta};
 
 #[global_allocator]
@@ -62,12 +63,12 @@ fn events(n: usize) -> Events {
     let gvk = Arc::new(GroupVersionKind::new("", "v1", "ConfigMap"));
     let notes: Vec<Notification> = (0..n)
         .map(|i| {
-            let meta = ObjectMeta {
+            let meta = ObjectMeta::from(ObjectMetaFields {
                 name: format!("cm-{}", i % 1000).into(),
                 namespace: "bench".into(),
                 resource_version: i.to_string().into(),
-                ..ObjectMeta::default()
-            };
+                ..Default::default()
+            });
             let o = Arc::new(Object::from_parts(
                 gvk.clone(),
                 meta,

@@ -100,15 +100,25 @@ impl Env {
             .unwrap();
         let js = json.meta();
         assert_eq!(
-            (&pb.name, &pb.namespace, &pb.uid, &pb.resource_version),
-            (&js.name, &js.namespace, &js.uid, &js.resource_version),
+            (
+                &pb.name(),
+                &pb.namespace(),
+                &pb.uid(),
+                &pb.resource_version()
+            ),
+            (
+                &js.name(),
+                &js.namespace(),
+                &js.uid(),
+                &js.resource_version()
+            ),
         );
         // JSON writes times to the second; the stored protobuf keeps the nanoseconds.
-        let secs = |m: &informer::object::ObjectMeta| m.creation_timestamp.map(|t| t.seconds);
+        let secs = |m: &informer::object::ObjectMeta| m.creation_timestamp().map(|t| t.seconds);
         assert_eq!(secs(pb), secs(js));
-        assert_eq!(pb.labels, js.labels);
-        assert_eq!(pb.annotations, js.annotations);
-        assert_eq!(pb.owner_references, js.owner_references);
+        assert_eq!(pb.labels(), js.labels());
+        assert_eq!(pb.annotations(), js.annotations());
+        assert!(pb.owner_references().eq(js.owner_references()));
         Self::with(templates, &dir.join(ETCD_POD_JSON), 4)
     }
 

@@ -19,6 +19,7 @@ mod kube_apiserver;
 
 use std::time::Instant;
 
+use informer::object::ObjectMeta;
 use informer::server::{ServerConfig, serve};
 use informer::sim::{SimConfig, SimServer, Templates};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -107,9 +108,9 @@ fn main() {
     rt.block_on(async {
         let template = serde_json::to_string(&deployment("template", "app:0")).unwrap();
         let mut t = informer::object::decode(template.into()).unwrap();
-        let mut meta = t.meta().clone();
+        let mut meta = t.meta().to_fields();
         meta.namespace = "default".into();
-        t = t.with_meta(meta).unwrap();
+        t = t.with_meta(ObjectMeta::from(meta)).unwrap();
         let json = Templates::from_objects(vec![t]).unwrap();
         let protobuf =
             Templates::deployments(&informer::sim::default_fixtures_dir().unwrap()).unwrap();

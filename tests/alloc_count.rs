@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use bytes::Bytes;
+use informer::object::ObjectMeta;
 use informer::object::{self, DEFAULT_FRAME_LIMIT, Object, WatchDecoder, WatchEvent, WatchFormat};
 
 #[global_allocator]
@@ -49,11 +50,11 @@ fn allocations_per_decoded_object() {
     const N: usize = 200;
     let mut stream = Vec::new();
     for i in 0..N {
-        let mut m = pod.meta().clone();
+        let mut m = pod.meta().to_fields();
         m.name = format!("pod-{i}").into();
         m.resource_version = (i + 1).to_string().into();
         object::encode_watch_frame(
-            &WatchEvent::Modified(pod.with_meta(m).unwrap()),
+            &WatchEvent::Modified(pod.with_meta(ObjectMeta::from(m)).unwrap()),
             &mut stream,
         )
         .unwrap();
@@ -92,11 +93,11 @@ fn allocations_per_decoded_object() {
          fields): allocations / frees per object: protobuf envelope {pb_allocs:.2} / \
          {pb_frees:.2}, protobuf watch frame {watch_allocs:.2} / {watch_frees:.2}; OpenShift \
          Pod JSON {json_allocs:.2} / {json_frees:.2}",
-        m.labels.len(),
-        m.annotations.len(),
-        m.owner_references.len(),
-        m.finalizers.len(),
-        m.managed_fields.len(),
+        m.labels().len(),
+        m.annotations().len(),
+        m.owner_references().len(),
+        m.finalizers().len(),
+        m.managed_fields().len(),
     );
     // Protobuf: the five vectors of the HEAD Pod's metadata (one entry each), the cache key,
     // and for a lone envelope its group/version/kind (two strings and their `Arc`); the watch

@@ -29,6 +29,7 @@ use k8s_pb::api::apps::v1::Deployment;
 use k8s_pb::api::core::v1::Pod;
 
 use hpa::{Controller, deployment_of, http_lister_watchers};
+use informer::object::ObjectMetaFields;
 
 /// Namespaces of the simulated clusters.
 const NAMESPACES: u32 = 4;
@@ -370,10 +371,10 @@ async fn large_cluster_under_a_long_flood() {
 // ----- the Pod → Deployment mapping ---------------------------------------------------------
 
 fn pod_with(owner: Option<(&str, &str, &str, bool)>, hash: Option<&str>) -> object::Object {
-    let mut meta = ObjectMeta {
+    let mut meta = ObjectMetaFields {
         name: "web-7d4b9c8f5-x2x9z".to_owned().into(),
         namespace: "shop".to_owned().into(),
-        ..ObjectMeta::default()
+        ..Default::default()
     };
     if let Some(h) = hash {
         meta.labels
@@ -390,7 +391,12 @@ fn pod_with(owner: Option<(&str, &str, &str, bool)>, hash: Option<&str>) -> obje
         });
     }
     let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
-    object::Object::from_parts(gvk, meta, Bytes::new(), object::Encoding::Protobuf)
+    object::Object::from_parts(
+        gvk,
+        ObjectMeta::from(meta),
+        Bytes::new(),
+        object::Encoding::Protobuf,
+    )
 }
 
 #[test]
@@ -459,7 +465,7 @@ fn simulated_pods_belong_to_the_simulated_deployment_of_their_app() {
     for pod in p.truth().objects.values() {
         let key = deployment_of(pod).expect("every simulated Pod has a Deployment owner");
         assert_eq!(key.namespace(), pod.namespace());
-        assert_eq!(pod.meta().labels["app"], key.name());
+        assert_eq!(pod.meta().labels().get("app").unwrap(), key.name());
         owned += usize::from(deployments.objects.contains_key(&key));
     }
     assert!(
@@ -467,9 +473,9 @@ fn simulated_pods_belong_to_the_simulated_deployment_of_their_app() {
         "most Pods have their Deployment: {owned} of 300"
     );
     for (key, dep) in &deployments.objects {
-        assert!(dep.meta().owner_references.is_empty());
-        assert_eq!(dep.meta().labels["app"], key.name());
-        assert!(!dep.meta().labels.contains_key("pod-template-hash"));
+        assert!(dep.meta().owner_references().is_empty());
+        assert_eq!(dep.meta().labels().get("app").unwrap(), key.name());
+        assert!(!dep.meta().labels().contains_key("pod-template-hash"));
     }
 }
 

@@ -12,18 +12,19 @@ use informer::distributor::{
     AddListenerError, Distributor, EventHandler, HandlerFns, Notification, OverflowPolicy,
 };
 use informer::fifo::{DeletedFinalStateUnknown, DeltaObject};
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
 
 #[path = "distributor/wakeup.rs"]
 mod wakeup;
 
 fn obj(name: &str, rv: u64) -> Arc<Object> {
-    let meta = ObjectMeta {
+    let meta = ObjectMeta::from(ObjectMetaFields {
         name: name.to_owned().into(),
         namespace: "ns".to_owned().into(),
         resource_version: rv.to_string().into(),
-        ..ObjectMeta::default()
-    };
+        ..Default::default()
+    });
     Arc::new(Object::from_parts(
         Arc::new(GroupVersionKind::new("", "v1", "ConfigMap")),
         meta,

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use informer::distributor::{Distributor, HandlerFns, Notification, OverflowPolicy};
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectMeta};
 
 #[test]
@@ -18,12 +19,12 @@ fn fan_out_throughput() {
     const BATCH: usize = 256;
     let objs: Vec<Arc<Object>> = (0..1000)
         .map(|i| {
-            let meta = ObjectMeta {
+            let meta = ObjectMeta::from(ObjectMetaFields {
                 name: format!("o{i}").into(),
                 namespace: "ns".into(),
                 resource_version: i.to_string().into(),
-                ..ObjectMeta::default()
-            };
+                ..Default::default()
+            });
             Arc::new(Object::from_parts(
                 Arc::new(GroupVersionKind::new("", "v1", "ConfigMap")),
                 meta,

@@ -65,7 +65,7 @@ fn phase(o: &Object) -> String {
 }
 
 fn label<'a>(o: &'a Object, k: &str) -> &'a str {
-    o.meta().labels.get(k).map_or("", |v| &**v)
+    o.meta().labels().get(k).map_or("", |v| v)
 }
 
 /// Informers with label and field selectors over HTTP, through a flood that moves objects in
@@ -89,13 +89,13 @@ fn selectors_filter_lists_and_watches_as_objects_enter_and_leave() {
             Some("metadata.namespace=ns-1,status.phase!=Running"),
             |o| {
                 label(o, "app") != "app-0"
-                    && o.meta().labels.get("version").is_some()
+                    && o.meta().labels().get("version").is_some()
                     && o.namespace() == "ns-1"
                     && phase(o) != "Running"
             },
         ),
         (Some("!version"), None, |o| {
-            o.meta().labels.get("version").is_none()
+            o.meta().labels().get("version").is_none()
         }),
     ];
     let mut informers = Vec::new();
@@ -529,7 +529,7 @@ fn a_protobuf_server_takes_metadata_writes_in_json() {
         let stored = sim.get(&key).unwrap();
         assert_eq!(stored.encoding(), informer::object::Encoding::Protobuf);
         assert_eq!(label(&stored, "team"), "a");
-        assert_eq!(stored.meta().annotations.get("note").map(|v| &**v), Some("x"));
+        assert_eq!(stored.meta().annotations().get("note"), Some("x"));
         let spec: Result<Pod, _> = api
             .patch(
                 key.name(),

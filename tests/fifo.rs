@@ -8,18 +8,19 @@ use informer::fifo::{
     DeletedFinalStateUnknown, Delta, DeltaFifo, DeltaObject, DeltaType, KnownObjects, PopError,
     TryPopError,
 };
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
 
 type Known = Arc<Mutex<HashMap<ObjectKey, Arc<Object>>>>;
 type Shape = Vec<(DeltaType, String, bool)>;
 
 fn obj(name: &str, rv: &str) -> Arc<Object> {
-    let meta = ObjectMeta {
+    let meta = ObjectMeta::from(ObjectMetaFields {
         name: name.to_owned().into(),
         namespace: "ns".to_owned().into(),
         resource_version: rv.to_owned().into(),
-        ..ObjectMeta::default()
-    };
+        ..Default::default()
+    });
     Arc::new(Object::from_parts(
         Arc::new(GroupVersionKind::new("", "v1", "ConfigMap")),
         meta,
@@ -377,11 +378,11 @@ fn empty_first_replace_syncs_immediately() {
 fn transform_applies_before_queueing() {
     let fifo = DeltaFifo::builder()
         .transform(|o: Arc<Object>| {
-            let mut meta = o.meta().clone();
+            let mut meta = o.meta().to_fields();
             meta.labels.insert("transformed".into(), "yes".into());
             Arc::new(Object::from_parts(
                 o.gvk_arc().clone(),
-                meta,
+                ObjectMeta::from(meta),
                 o.raw().unwrap().clone(),
                 o.encoding(),
             ))
@@ -393,8 +394,8 @@ fn transform_applies_before_queueing() {
     assert_eq!(batch.len(), 2);
     for item in &batch {
         for d in &item.deltas {
-            let label = d.object.object().meta().labels.get("transformed");
-            assert_eq!(label.map(|s| &**s), Some("yes"), "{:?}", item.key);
+            let label = d.object.object().meta().labels().get("transformed");
+            assert_eq!(label, Some("yes"), "{:?}", item.key);
         }
     }
 }

@@ -54,8 +54,8 @@ fn owner_reference_given_as_an_array_is_rejected() {
         br#"{"metadata":{"name":"a","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"u1","controller":true}]}}"#,
     ))
     .unwrap();
-    let r = &o.meta().owner_references[0];
-    assert_eq!((&*r.kind, &*r.name), ("ReplicaSet", "rs"));
+    let r = &o.meta().owner_references().next().unwrap();
+    assert_eq!((r.kind, r.name), ("ReplicaSet", "rs"));
     assert_eq!(r.controller, Some(true));
 }
 
@@ -150,10 +150,7 @@ fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
     let o = last.object().unwrap();
     assert_eq!(o.gvk().kind, "Status");
     assert_eq!(
-        o.meta()
-            .annotations
-            .get("k8s.io/initial-events-end")
-            .map(|v| &**v),
+        o.meta().annotations().get("k8s.io/initial-events-end"),
         Some("true")
     );
     let raw = o.raw().unwrap();

@@ -237,10 +237,7 @@ fn watch_semantics_over_http() {
             match &evs[n] {
                 WatchEvent::Bookmark(o) => {
                     assert_eq!(
-                        o.meta()
-                            .annotations
-                            .get("k8s.io/initial-events-end")
-                            .map(|s| &**s),
+                        o.meta().annotations().get("k8s.io/initial-events-end"),
                         Some("true")
                     );
                     assert_eq!(o.resource_version(), sim.resource_version().to_string());
@@ -353,11 +350,11 @@ fn json_and_protobuf_lists_describe_the_same_pods() {
             );
             assert_eq!(
                 j.metadata.labels.as_ref().map(|l| l.len()),
-                Some(p.meta().labels.len())
+                Some(p.meta().labels().len())
             );
             assert_eq!(
                 j.metadata.managed_fields.as_ref().map(Vec::len),
-                Some(p.meta().managed_fields.len())
+                Some(p.meta().managed_fields().len())
             );
             let (ts, js_spec) = (typed.spec.unwrap(), j.spec.as_ref().unwrap());
             assert_eq!(ts.containers.len(), js_spec.containers.len());

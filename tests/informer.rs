@@ -348,10 +348,10 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
     let informer = Informer::new(sim.clone(), InformerConfig::default());
     informer
         .set_transform(|o: Arc<Object>| {
-            let mut meta = o.meta().clone();
+            let mut meta = o.meta().to_fields();
             meta.annotations
                 .insert("transformed".to_owned().into(), "yes".to_owned().into());
-            Arc::new(o.with_meta(meta).unwrap())
+            Arc::new(o.with_meta(meta.into()).unwrap())
         })
         .unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -359,7 +359,7 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
     informer
         .add_event_handler(
             HandlerFns::new().with_add(move |o, _| {
-                if o.meta().annotations.get("transformed").map(|s| &**s) == Some("yes") {
+                if o.meta().annotations().get("transformed") == Some("yes") {
                     s.fetch_add(1, Ordering::SeqCst);
                 }
             }),
@@ -379,7 +379,7 @@ async fn transform_applies_before_the_store_and_cannot_change_after_start() {
             .store()
             .list()
             .iter()
-            .all(|o| o.meta().annotations.contains_key("transformed"))
+            .all(|o| o.meta().annotations().contains_key("transformed"))
     );
     informer.shutdown();
 }
@@ -416,11 +416,11 @@ async fn listers_read_by_namespace_and_selector_and_typed_reads_decode_once_per_
     assert!(lister.get("no-such-namespace", &by_hand[0]).is_none());
 
     // Label selectors == filtering by hand.
-    let (key, value) = all[0].meta().labels.iter().next().unwrap();
+    let (key, value) = all[0].meta().labels().iter().next().unwrap();
     let sel: LabelSelector = format!("{key}={value}").parse().unwrap();
     let want = all
         .iter()
-        .filter(|o| o.meta().labels.get(key) == Some(value))
+        .filter(|o| o.meta().labels().get(key) == Some(value))
         .count();
     assert_eq!(lister.list_matching(&sel).len(), want);
     let not: LabelSelector = format!("{key}!={value}").parse().unwrap();
@@ -485,7 +485,7 @@ async fn indexes_added_after_start_cover_the_cache_and_later_changes_and_typed_r
         let mut by_hand: BTreeMap<String, Vec<ObjectKey>> = BTreeMap::new();
         for (k, o) in snap.iter() {
             by_hand
-                .entry(o.meta().labels["app"].to_string())
+                .entry(o.meta().labels().get("app").unwrap().to_string())
                 .or_default()
                 .push(k.clone());
         }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::informer::{Compression, ZstdOptions};
+use informer::object::ObjectMeta;
 use informer::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 use informer::sim::{SimServer, SimWatch};
 use informer::{HandlerFns, HandlerOptions, Informer, InformerConfig, Object};
@@ -261,7 +262,7 @@ async fn a_relist_transforms_each_listed_object_once() {
         );
         informer
             .set_transform(|o: Arc<Object>| {
-                let mut meta = o.meta().clone();
+                let mut meta = o.meta().to_fields();
                 let old = meta
                     .annotations
                     .get("t")
@@ -269,7 +270,7 @@ async fn a_relist_transforms_each_listed_object_once() {
                     .unwrap_or_default();
                 meta.annotations
                     .insert("t".into(), format!("{old}x").as_str().into());
-                Arc::new(o.with_meta(meta).unwrap())
+                Arc::new(o.with_meta(meta.into()).unwrap())
             })
             .unwrap();
         start_compacted(&informer, 100, zstd).await;
@@ -278,7 +279,7 @@ async fn a_relist_transforms_each_listed_object_once() {
         for o in informer.store().list() {
             let t = o
                 .meta()
-                .annotations
+                .annotations()
                 .get("t")
                 .map(|s| s.to_string())
                 .unwrap_or_default();
@@ -309,10 +310,10 @@ impl ListerWatcher for Restored {
             .items
             .iter()
             .map(|o| {
-                let mut m = o.meta().clone();
+                let mut m = o.meta().to_fields();
                 m.uid = "00000000-restored".into();
                 m.labels.insert("restored".into(), "yes".into());
-                o.with_meta(m).unwrap()
+                o.with_meta(ObjectMeta::from(m)).unwrap()
             })
             .collect();
         let refs: Vec<&Object> = items.iter().collect();
@@ -355,7 +356,7 @@ async fn a_relist_at_the_same_resource_version_with_other_content_wins() {
             .store()
             .list()
             .iter()
-            .filter(|o| o.meta().uid.as_ref() as &str != "00000000-restored")
+            .filter(|o| o.meta().uid() as &str != "00000000-restored")
             .count();
         // Only the few changed after the relist's list (they come on the watch, unrewritten).
         assert!(

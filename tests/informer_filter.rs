@@ -59,7 +59,7 @@ fn in_shards(mask: u64, o: &Object) -> bool {
 }
 
 fn out_labelled(o: &Object) -> bool {
-    o.meta().labels.get("filter").map(|v| &**v) == Some("out")
+    o.meta().labels().get("filter") == Some("out")
 }
 
 /// The server's objects `accept` keeps, and the server's resourceVersion.

@@ -100,7 +100,7 @@ async fn strip_managed_fields_applies_to_the_initial_list_and_every_event() {
     let sim = sim("head", |c| c.initial_objects(30).target_objects(30));
     let with = sim.truth().objects.values().next().unwrap().clone();
     assert!(
-        !with.meta().managed_fields.is_empty(),
+        !with.meta().managed_fields().is_empty(),
         "the simulator's objects carry managed fields"
     );
     let informer = Informer::new(sim.clone(), InformerConfig::default());
@@ -117,7 +117,7 @@ async fn strip_managed_fields_applies_to_the_initial_list_and_every_event() {
     let all = informer.lister().list();
     assert!(!all.is_empty());
     for obj in initial.iter().chain(all.iter()) {
-        assert!(obj.meta().managed_fields.is_empty(), "{}", obj.key());
+        assert!(obj.meta().managed_fields().is_empty(), "{}", obj.key());
         let truth = &sim.truth().objects;
         if let Some(t) = truth.get(obj.key_ref())
             && t.resource_version() == obj.resource_version()

@@ -439,7 +439,9 @@ fn the_simulated_cluster_is_coherent_for_kubectl() {
         .truth()
         .objects
         .values()
-        .filter(|p| p.namespace() == ns && p.meta().labels.get("app").is_some_and(|a| **a == *name))
+        .filter(|p| {
+            p.namespace() == ns && p.meta().labels().get("app").is_some_and(|a| *a == *name)
+        })
         .count();
     assert_eq!(selected.lines().count(), expected, "{selected}");
     let statuses = k(&["get", "pods", "-A", "--no-headers"]);

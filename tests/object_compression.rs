@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use informer::object::{self, Compactor, DecodeError, Dictionary, Object, ObjectMeta, Str};
+use informer::object::{self, Compactor, DecodeError, Dictionary, Object, ObjectMeta};
 
 fn fixture(p: &str) -> Bytes {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -27,21 +27,21 @@ const FIXTURES: [&str; 3] = [
     "real/auger-etcd-real-protobuf/storage__pod.bin",
 ];
 
-fn strings(m: &ObjectMeta) -> Vec<&Str> {
+fn strings(m: &ObjectMeta) -> Vec<&str> {
     let mut v = vec![
-        &m.name,
-        &m.generate_name,
-        &m.namespace,
-        &m.uid,
-        &m.resource_version,
+        m.name(),
+        m.generate_name(),
+        m.namespace(),
+        m.uid(),
+        m.resource_version(),
     ];
-    for (k, val) in m.labels.iter().chain(m.annotations.iter()) {
+    for (k, val) in m.labels().iter().chain(m.annotations().iter()) {
         v.extend([k, val]);
     }
-    for o in &m.owner_references {
-        v.extend([&o.api_version, &o.kind, &o.name, &o.uid]);
+    for o in m.owner_references() {
+        v.extend([o.api_version, o.kind, o.name, o.uid]);
     }
-    v.extend(&m.finalizers);
+    v.extend(m.finalizers());
     v
 }
 
@@ -100,7 +100,7 @@ fn compacted_objects_equal_the_originals() {
                 "{path}: {s:?} still in the input"
             );
         }
-        for m in &small.meta().managed_fields {
+        for m in small.meta().managed_fields() {
             assert!(
                 !inside(&input, m),
                 "{path}: a managed-fields entry still in the input"
@@ -115,25 +115,25 @@ fn compacted_objects_equal_the_originals() {
 #[test]
 fn repeated_strings_are_shared_across_objects() {
     let obj = object::decode(fixture(FIXTURES[0])).unwrap();
-    let mut renamed = obj.meta().clone();
+    let mut renamed = obj.meta().to_fields();
     renamed.name = "another-pod".into();
     renamed.uid = "0d4b5e2c-0000-4000-8000-000000000001".into();
-    let sibling = obj.with_meta(renamed).unwrap();
+    let sibling = obj.with_meta(ObjectMeta::from(renamed)).unwrap();
     let mut c = Compactor::new(dict_of(&obj));
     let (a, b) = (c.compact(&obj).unwrap(), c.compact(&sibling).unwrap());
     assert_eq!(b.name(), "another-pod");
-    let same = |x: &Str, y: &Str| x.as_ptr() == y.as_ptr() && !x.is_empty();
-    assert!(same(&a.meta().namespace, &b.meta().namespace));
+    let same = |x: &str, y: &str| x.as_ptr() == y.as_ptr() && !x.is_empty();
+    assert!(same(a.meta().namespace(), b.meta().namespace()));
     let (ka, va) = a
         .meta()
-        .labels
+        .labels()
         .iter()
         .next()
         .expect("the fixture has labels");
-    let (kb, vb) = b.meta().labels.iter().next().unwrap();
+    let (kb, vb) = b.meta().labels().iter().next().unwrap();
     assert!(same(ka, kb) && same(va, vb), "label key and value shared");
     // Names and uids are the object's own.
-    assert!(!same(&a.meta().name, &b.meta().name));
+    assert!(!same(a.meta().name(), b.meta().name()));
     assert!(c.shared_strings() > 0);
 }
 

@@ -49,42 +49,42 @@ fn map(v: &Value, k: &str) -> StrMap {
 /// JSON with serde_json directly (independently of our JSON decoder).
 fn assert_meta_matches(meta: &ObjectMeta, json: &Value, what: &str) {
     let m = &json["metadata"];
-    assert_eq!(meta.name, s(m, "name"), "{what}: name");
+    assert_eq!(meta.name(), s(m, "name"), "{what}: name");
     assert_eq!(
-        meta.generate_name,
+        meta.generate_name(),
         s(m, "generateName"),
         "{what}: generateName"
     );
-    assert_eq!(meta.namespace, s(m, "namespace"), "{what}: namespace");
-    assert_eq!(meta.uid, s(m, "uid"), "{what}: uid");
+    assert_eq!(meta.namespace(), s(m, "namespace"), "{what}: namespace");
+    assert_eq!(meta.uid(), s(m, "uid"), "{what}: uid");
     assert_eq!(
-        meta.resource_version,
+        meta.resource_version(),
         s(m, "resourceVersion"),
         "{what}: resourceVersion"
     );
     assert_eq!(
-        meta.generation.unwrap_or(0),
+        meta.generation().unwrap_or(0),
         m.get("generation").and_then(Value::as_i64).unwrap_or(0),
         "{what}: generation"
     );
     assert_eq!(
-        meta.creation_timestamp.map(|t| t.seconds),
+        meta.creation_timestamp().map(|t| t.seconds),
         ts(m, "creationTimestamp"),
         "{what}: creationTimestamp"
     );
     assert_eq!(
-        meta.deletion_timestamp.map(|t| t.seconds),
+        meta.deletion_timestamp().map(|t| t.seconds),
         ts(m, "deletionTimestamp"),
         "{what}: deletionTimestamp"
     );
     assert_eq!(
-        meta.deletion_grace_period_seconds,
+        meta.deletion_grace_period_seconds(),
         m.get("deletionGracePeriodSeconds").and_then(Value::as_i64),
         "{what}: deletionGracePeriodSeconds"
     );
-    assert_eq!(meta.labels, map(m, "labels"), "{what}: labels");
+    assert_eq!(meta.labels(), map(m, "labels"), "{what}: labels");
     assert_eq!(
-        meta.annotations,
+        meta.annotations(),
         map(m, "annotations"),
         "{what}: annotations"
     );
@@ -94,11 +94,11 @@ fn assert_meta_matches(meta: &ObjectMeta, json: &Value, what: &str) {
         .cloned()
         .unwrap_or_default();
     assert_eq!(
-        meta.owner_references.len(),
+        meta.owner_references().len(),
         owners.len(),
         "{what}: ownerReferences"
     );
-    for (o, j) in meta.owner_references.iter().zip(&owners) {
+    for (o, j) in meta.owner_references().zip(&owners) {
         assert_eq!(
             o.api_version,
             s(j, "apiVersion"),
@@ -127,13 +127,17 @@ fn assert_meta_matches(meta: &ObjectMeta, json: &Value, what: &str) {
         .and_then(Value::as_array)
         .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
         .unwrap_or_default();
-    assert_eq!(meta.finalizers, finalizers, "{what}: finalizers");
+    assert_eq!(
+        meta.finalizers().collect::<Vec<_>>(),
+        finalizers,
+        "{what}: finalizers"
+    );
     let managed = m
         .get("managedFields")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     assert_eq!(
-        meta.managed_fields.len(),
+        meta.managed_fields().len(),
         managed,
         "{what}: managedFields entries"
     );
@@ -183,7 +187,7 @@ fn check_testdata_dir(dir: &str) {
         assert_meta_matches(obj.meta(), &json, &name);
         // The JSON path agrees with the protobuf path on everything but managedFields' shape.
         let from_json = object::decode(read(&json_path)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let (mut a, mut b) = (obj.meta().clone(), from_json.meta().clone());
+        let (mut a, mut b) = (obj.meta().to_fields(), from_json.meta().to_fields());
         a.managed_fields.clear();
         b.managed_fields.clear();
         // JSON carries second precision; protobuf may carry nanos.
@@ -224,25 +228,26 @@ fn head_pod_metadata_is_exact() {
     let obj = object::decode(read(&fixtures().join("k8s-testdata/HEAD/core.v1.Pod.pb"))).unwrap();
     let m = obj.meta();
     assert_eq!(obj.gvk().to_string(), "v1.Pod");
-    assert_eq!(m.name, "nameValue");
-    assert_eq!(m.namespace, "namespaceValue");
+    assert_eq!(m.name(), "nameValue");
+    assert_eq!(m.namespace(), "namespaceValue");
     assert_eq!(obj.key().as_str(), "namespaceValue/nameValue");
-    assert_eq!(m.uid, "uidValue");
-    assert_eq!(m.generation, Some(7));
-    assert_eq!(m.deletion_grace_period_seconds, Some(10));
+    assert_eq!(m.uid(), "uidValue");
+    assert_eq!(m.generation(), Some(7));
+    assert_eq!(m.deletion_grace_period_seconds(), Some(10));
     assert_eq!(
-        m.creation_timestamp,
+        m.creation_timestamp(),
         Some(Time {
             seconds: 1_199_149_261,
             nanos: 0
         })
     );
-    assert_eq!(m.labels.get("labelsKey").map(|s| &**s), Some("labelsValue"));
-    assert_eq!(m.owner_references[0].controller, Some(true));
-    assert_eq!(m.finalizers, vec!["finalizersValue".to_owned()]);
+    assert_eq!(m.labels().get("labelsKey"), Some("labelsValue"));
+    assert_eq!(m.owner_references().next().unwrap().controller, Some(true));
+    assert!(m.finalizers().eq(["finalizersValue"]));
     // managedFields are kept raw and decode on demand.
     use prost::Message;
-    let mf = informer::wire::meta::ManagedFieldsEntry::decode(m.managed_fields[0].clone()).unwrap();
+    let mf =
+        informer::wire::meta::ManagedFieldsEntry::decode(m.managed_fields()[0].clone()).unwrap();
     assert_eq!(mf.manager.as_deref(), Some("managerValue"));
 }
 
@@ -252,32 +257,29 @@ fn typed_decode_agrees_with_metadata_path() {
     let pod: k8s_pb::api::core::v1::Pod = obj.decode().unwrap();
     let pm = pod.metadata.as_ref().unwrap();
     let m = obj.meta();
-    assert_eq!(pm.name.as_deref(), Some(&*m.name));
-    assert_eq!(pm.namespace.as_deref(), Some(&*m.namespace));
-    assert_eq!(pm.uid.as_deref(), Some(&*m.uid));
-    assert_eq!(pm.resource_version.as_deref(), Some(&*m.resource_version));
-    assert_eq!(pm.generation, m.generation);
+    assert_eq!(pm.name.as_deref(), Some(m.name()));
+    assert_eq!(pm.namespace.as_deref(), Some(m.namespace()));
+    assert_eq!(pm.uid.as_deref(), Some(m.uid()));
+    assert_eq!(pm.resource_version.as_deref(), Some(m.resource_version()));
+    assert_eq!(pm.generation, m.generation());
     assert_eq!(
         pm.creation_timestamp.as_ref().and_then(|t| t.seconds),
-        m.creation_timestamp.map(|t| t.seconds)
+        m.creation_timestamp().map(|t| t.seconds)
     );
-    assert_eq!(pm.labels.len(), m.labels.len());
-    for (k, v) in &m.labels {
-        assert_eq!(pm.labels.get(&**k).map(|s| &**s), Some(&**v));
+    assert_eq!(pm.labels.len(), m.labels().len());
+    for (k, v) in &m.labels() {
+        assert_eq!(pm.labels.get(k).map(|s| &**s), Some(v));
     }
-    assert_eq!(pm.owner_references.len(), m.owner_references.len());
+    assert_eq!(pm.owner_references.len(), m.owner_references().len());
     assert_eq!(
         pm.owner_references[0].uid.as_deref(),
-        Some(&*m.owner_references[0].uid)
+        Some(m.owner_references().next().unwrap().uid)
     );
     assert_eq!(
         pm.finalizers,
-        m.finalizers
-            .iter()
-            .map(|f| f.to_string())
-            .collect::<Vec<_>>()
+        m.finalizers().map(|f| f.to_string()).collect::<Vec<_>>()
     );
-    assert_eq!(pm.managed_fields.len(), m.managed_fields.len());
+    assert_eq!(pm.managed_fields.len(), m.managed_fields().len());
     // The rest of the object is there too.
     assert_eq!(
         pod.spec.as_ref().unwrap().containers[0].name.as_deref(),

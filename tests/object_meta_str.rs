@@ -22,18 +22,18 @@ fn inside(buf: &[u8], s: &str) -> bool {
     p >= b && p + s.len() <= b + buf.len()
 }
 
-fn all_strings(m: &object::ObjectMeta) -> Vec<&Str> {
-    let mut v = vec![&m.name, &m.namespace, &m.uid, &m.resource_version];
-    for (k, val) in &m.labels {
+fn all_strings(m: &object::ObjectMeta) -> Vec<&str> {
+    let mut v = vec![m.name(), m.namespace(), m.uid(), m.resource_version()];
+    for (k, val) in m.labels() {
         v.extend([k, val]);
     }
-    for (k, val) in &m.annotations {
+    for (k, val) in m.annotations() {
         v.extend([k, val]);
     }
-    for o in &m.owner_references {
-        v.extend([&o.api_version, &o.kind, &o.name, &o.uid]);
+    for o in m.owner_references() {
+        v.extend([o.api_version, o.kind, o.name, o.uid]);
     }
-    v.extend(&m.finalizers);
+    v.extend(m.finalizers());
     v.retain(|s| !s.is_empty());
     v
 }
@@ -62,7 +62,7 @@ fn json_metadata_strings_without_escapes_are_slices_of_the_document() {
     for s in strings {
         // A string JSON writes with an escape (this Pod has annotations holding JSON text) is
         // unescaped into its own bytes; every other one must be a slice.
-        if serde_json::to_string(&**s).unwrap().contains('\\') {
+        if serde_json::to_string(s).unwrap().contains('\\') {
             assert!(!inside(&obj.raw().unwrap(), s), "{s:?}");
         } else {
             assert!(
@@ -83,18 +83,18 @@ fn json_strings_with_escapes_are_unescaped() {
     let input = Bytes::from_static(doc);
     let obj = object::decode(input.clone()).unwrap();
     let m = obj.meta();
-    assert_eq!(m.name, "aéb");
+    assert_eq!(m.name(), "aéb");
     assert!(
-        !inside(&input, &m.name),
+        !inside(&input, m.name()),
         "an unescaped string is its own copy"
     );
-    assert!(inside(&input, &m.namespace));
-    assert_eq!(m.labels["k\"q"], "v\\n");
-    assert_eq!(m.labels["plain"], "x");
-    assert!(inside(&input, &m.labels["plain"]));
-    assert_eq!(m.finalizers, vec![Str::from("f/1")]);
-    assert_eq!(m.owner_references[0].name, "r\ts");
-    assert_eq!(m.owner_references[0].kind, "ReplicaSet");
+    assert!(inside(&input, m.namespace()));
+    assert_eq!(m.labels().get("k\"q").unwrap(), "v\\n");
+    assert_eq!(m.labels().get("plain").unwrap(), "x");
+    assert!(inside(&input, m.labels().get("plain").unwrap()));
+    assert!(m.finalizers().eq(["f/1"]));
+    assert_eq!(m.owner_references().next().unwrap().name, "r\ts");
+    assert_eq!(m.owner_references().next().unwrap().kind, "ReplicaSet");
 }
 
 /// A length-delimited protobuf field.
@@ -120,11 +120,7 @@ fn object_with_meta(meta: &[u8]) -> Bytes {
 
 /// The object's labels in iteration order.
 fn labels_of(obj: &object::Object) -> Vec<(&str, &str)> {
-    obj.meta()
-        .labels
-        .iter()
-        .map(|(k, v)| (&**k, &**v))
-        .collect()
+    obj.meta().labels().iter().collect()
 }
 
 #[test]
@@ -138,7 +134,7 @@ fn unsorted_and_repeated_protobuf_map_entries_are_sorted_and_the_last_wins() {
     let obj = object::decode(object_with_meta(&meta)).unwrap();
     let labels = labels_of(&obj);
     assert_eq!(labels, [("a", "2"), ("b", "3"), ("c", "4")]);
-    assert_eq!(obj.meta().labels.get("b").map(|v| &**v), Some("3"));
+    assert_eq!(obj.meta().labels().get("b"), Some("3"));
     assert_eq!(obj.name(), "p");
     assert_eq!(obj.key().as_str(), "p");
 }
@@ -171,9 +167,9 @@ fn invalid_utf8_in_a_label_is_a_typed_error() {
 #[test]
 fn with_meta_does_not_keep_the_old_buffer() {
     let obj = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
-    assert!(!obj.meta().managed_fields.is_empty());
+    assert!(!obj.meta().managed_fields().is_empty());
     let lean = obj.without_managed_fields().unwrap();
-    assert!(lean.meta().managed_fields.is_empty());
+    assert!(lean.meta().managed_fields().is_empty());
     for s in all_strings(lean.meta()) {
         assert!(
             inside(&lean.raw().unwrap(), s),
@@ -189,11 +185,11 @@ fn with_meta_does_not_keep_the_old_buffer() {
         "real/openshift-insights-real-objects/pods/openshift-monitoring_prometheus-k8s-0.json",
     ))
     .unwrap();
-    let mut m = json.meta().clone();
+    let mut m = json.meta().to_fields();
     if let Some(t) = m.creation_timestamp.as_mut() {
         t.nanos = 5;
     }
-    let again = json.with_meta(m.clone()).unwrap();
+    let again = json.with_meta(m.clone().into()).unwrap();
     assert_eq!(again.meta(), &m);
     for s in all_strings(again.meta()) {
         assert!(

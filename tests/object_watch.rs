@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use informer::object::ObjectMeta;
 use informer::object::{
     self, ApiStatus, DEFAULT_FRAME_LIMIT, Encoding, GroupVersionKind, Object, WatchDecoder,
     WatchEvent, WatchFormat, decode_list, encode_list_json, encode_list_protobuf,
@@ -23,13 +24,13 @@ fn pods(n: usize) -> Vec<Object> {
     let base = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
     (0..n)
         .map(|i| {
-            let mut m = base.meta().clone();
+            let mut m = base.meta().to_fields();
             m.name = format!("pod-{i}").into();
             m.namespace = format!("ns-{}", i % 3).into();
             m.uid = format!("uid-{i}").into();
             m.resource_version = (100 + i).to_string().into();
             m.labels.insert("app".into(), format!("a{}", i % 2).into());
-            base.with_meta(m).unwrap()
+            base.with_meta(ObjectMeta::from(m)).unwrap()
         })
         .collect()
 }
@@ -41,10 +42,10 @@ fn json_pods(n: usize) -> Vec<Object> {
     .unwrap();
     (0..n)
         .map(|i| {
-            let mut m = base.meta().clone();
+            let mut m = base.meta().to_fields();
             m.name = format!("am-{i}").into();
             m.resource_version = (7 + i).to_string().into();
-            base.with_meta(m).unwrap()
+            base.with_meta(ObjectMeta::from(m)).unwrap()
         })
         .collect()
 }
@@ -239,10 +240,7 @@ fn bookmark_and_error_events_decode() {
         };
         assert_eq!(b.resource_version(), "999");
         assert_eq!(
-            b.meta()
-                .annotations
-                .get("k8s.io/initial-events-end")
-                .map(|s| &**s),
+            b.meta().annotations().get("k8s.io/initial-events-end"),
             Some("true")
         );
         let WatchEvent::Error(s) = &got[got.len() - 1] else {
@@ -325,9 +323,9 @@ fn json_list_items_without_kind_take_the_lists() {
 #[test]
 fn with_meta_keeps_every_other_field() {
     let base = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();
-    let mut m = base.meta().clone();
+    let mut m = base.meta().to_fields();
     m.name = "renamed".into();
-    let re = base.with_meta(m.clone()).unwrap();
+    let re = base.with_meta(ObjectMeta::from(m.clone())).unwrap();
     assert_eq!(re.meta(), &m);
     let a: k8s_pb::api::core::v1::Pod = base.decode().unwrap();
     let b: k8s_pb::api::core::v1::Pod = re.decode().unwrap();
@@ -336,7 +334,7 @@ fn with_meta_keeps_every_other_field() {
     assert_eq!(b.metadata.unwrap().name.as_deref(), Some("renamed"));
     // Dropping managedFields shrinks the object and keeps the rest.
     let slim = base.without_managed_fields().unwrap();
-    assert!(slim.meta().managed_fields.is_empty());
+    assert!(slim.meta().managed_fields().is_empty());
     assert!(slim.raw_len() < base.raw_len());
     // A decoded re-encoding reads back identically.
     let again = object::decode(re.to_wire().unwrap()).unwrap();
@@ -344,7 +342,7 @@ fn with_meta_keeps_every_other_field() {
         again,
         Object::from_parts(
             Arc::new(re.gvk().clone()),
-            m,
+            ObjectMeta::from(m),
             re.raw().unwrap().clone(),
             Encoding::Protobuf
         )

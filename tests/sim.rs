@@ -198,14 +198,14 @@ async fn create_update_delete_arrive_in_order_with_their_content() {
             (WatchEvent::Added(x), WatchEvent::Modified(y), WatchEvent::Deleted(z)) => {
                 assert_eq!(x.meta(), a.meta(), "{what}");
                 assert_eq!(x.resource_version(), (rv0 + 1).to_string());
-                assert_eq!(y.meta().labels["team"], "blue");
+                assert_eq!(y.meta().labels().get("team").unwrap(), "blue");
                 assert_eq!(y.meta(), a2.meta());
-                assert_eq!(y.meta().generation, Some(2));
+                assert_eq!(y.meta().generation(), Some(2));
                 assert_eq!(y.uid(), x.uid());
                 // DELETED: the last state, at the deletion's resourceVersion.
                 assert_eq!(z.meta(), a3.meta());
                 assert_eq!(z.resource_version(), (rv0 + 3).to_string());
-                assert_eq!(z.meta().labels["team"], "blue");
+                assert_eq!(z.meta().labels().get("team").unwrap(), "blue");
                 if x.encoding() == informer::object::Encoding::Protobuf {
                     let pod: k8s_pb::api::core::v1::Pod = y.decode().unwrap();
                     assert_eq!(pod.metadata.unwrap().name.as_deref(), Some("a"));
@@ -564,7 +564,7 @@ async fn bookmarks_every_n_events_and_every_interval() {
         assert_eq!(marks, expected, "{what}");
         for e in &ev {
             if let WatchEvent::Bookmark(b) = e {
-                assert!(b.meta().annotations.is_empty(), "{what}");
+                assert!(b.meta().annotations().is_empty(), "{what}");
             }
         }
         // Interval: a bookmark at the current resourceVersion 2 s after the last one (paused time).
@@ -615,10 +615,7 @@ async fn streaming_initial_events_end_with_the_annotated_bookmark() {
             WatchEvent::Bookmark(b) => {
                 assert_eq!(b.resource_version(), truth.resource_version.to_string());
                 assert_eq!(
-                    b.meta()
-                        .annotations
-                        .get("k8s.io/initial-events-end")
-                        .map(|s| &**s),
+                    b.meta().annotations().get("k8s.io/initial-events-end"),
                     Some("true"),
                     "{what}"
                 );
@@ -740,26 +737,26 @@ async fn objects_keep_the_fixture_bytes_apart_from_metadata() {
         }
         // Metadata: fresh, with the template's annotations and one ReplicaSet owner.
         let m = a.meta();
-        assert_eq!(m.name, "keep");
-        assert_eq!(m.namespace, "ns-1");
-        assert_eq!(m.uid.len(), 36);
-        assert_eq!(m.generation, Some(1));
-        assert!(m.labels["app"].starts_with("app-"));
-        assert!(m.deletion_timestamp.is_none());
-        assert_eq!(m.owner_references.len(), 1);
-        assert_eq!(m.owner_references[0].kind, "ReplicaSet");
+        assert_eq!(m.name(), "keep");
+        assert_eq!(m.namespace(), "ns-1");
+        assert_eq!(m.uid().len(), 36);
+        assert_eq!(m.generation(), Some(1));
+        assert!(m.labels().get("app").unwrap().starts_with("app-"));
+        assert!(m.deletion_timestamp().is_none());
+        assert_eq!(m.owner_references().len(), 1);
+        assert_eq!(m.owner_references().next().unwrap().kind, "ReplicaSet");
         assert!(
-            !m.annotations.is_empty(),
+            !m.annotations().is_empty(),
             "{what}: template annotations kept"
         );
         assert_ne!(
-            b.meta().labels["version"],
-            m.labels["version"],
+            b.meta().labels().get("version").unwrap(),
+            m.labels().get("version").unwrap(),
             "{what}: relabelled"
         );
-        assert_eq!(b.meta().generation, Some(2));
-        assert_eq!(c.meta().generation, Some(2));
-        assert_eq!(c.meta().labels, b.meta().labels);
+        assert_eq!(b.meta().generation(), Some(2));
+        assert_eq!(c.meta().generation(), Some(2));
+        assert_eq!(c.meta().labels(), b.meta().labels());
     }
 }
 
@@ -829,10 +826,10 @@ async fn deployments_are_named_by_app_and_own_nothing() {
         let m = d.meta();
         let app: u32 = key.name().strip_prefix("app-").unwrap().parse().unwrap();
         assert!(app < 5, "{key}");
-        assert_eq!(m.labels["app"], key.name());
-        assert!(!m.labels.contains_key("pod-template-hash"));
-        assert!(m.owner_references.is_empty(), "{key}: no owner");
-        assert!(m.generate_name.is_empty());
+        assert_eq!(m.labels().get("app").unwrap(), key.name());
+        assert!(!m.labels().contains_key("pod-template-hash"));
+        assert!(m.owner_references().is_empty(), "{key}: no owner");
+        assert!(m.generate_name().is_empty());
         assert_eq!(d.gvk().kind, "Deployment");
     }
     // More initial objects than names: the server holds one per namespace and app.
@@ -847,7 +844,7 @@ async fn deployments_are_named_by_app_and_own_nothing() {
     // A Deployment created by name takes its app from the name.
     let d = sim.delete(truth.objects.keys().next().unwrap()).unwrap();
     let again = sim.create(d.namespace(), d.name()).unwrap();
-    assert_eq!(again.meta().labels["app"], d.name());
+    assert_eq!(again.meta().labels().get("app").unwrap(), d.name());
 }
 
 #[tokio::test]
@@ -865,15 +862,18 @@ async fn pods_are_owned_by_their_namespaces_replica_set_of_their_app() {
     let mut owners: BTreeMap<(Str, Str), (Str, Str)> = BTreeMap::new();
     for pod in sim.truth().objects.values() {
         let m = pod.meta();
-        let [o] = m.owner_references.as_slice() else {
+        let [o] = m.owner_references().collect::<Vec<_>>()[..] else {
             panic!("{}: one owner", pod.key());
         };
-        let hash = &m.labels["pod-template-hash"];
-        assert_eq!((&*o.kind, &*o.api_version), ("ReplicaSet", "apps/v1"));
+        let hash = &m.labels().get("pod-template-hash").unwrap();
+        assert_eq!((o.kind, o.api_version), ("ReplicaSet", "apps/v1"));
         assert_eq!(o.controller, Some(true));
-        assert_eq!(o.name, format!("{}-{hash}", m.labels["app"]));
-        let k = (m.namespace.clone(), m.labels["app"].clone());
-        let v = (o.name.clone(), o.uid.clone());
+        assert_eq!(o.name, format!("{}-{hash}", m.labels().get("app").unwrap()));
+        let k = (
+            Str::from(m.namespace()),
+            Str::from(m.labels().get("app").unwrap()),
+        );
+        let v = (Str::from(o.name), Str::from(o.uid));
         assert_eq!(owners.entry(k).or_insert_with(|| v.clone()), &v);
     }
     assert_eq!(owners.len(), 6, "every namespace has pods of both apps");
@@ -903,9 +903,9 @@ async fn update_template_moves_objects_between_templates() {
         for _ in 0..40 {
             let o = sim.update(&key).unwrap();
             phases.insert(phase_of(&o));
-            generations.push(o.meta().generation.unwrap());
+            generations.push(o.meta().generation().unwrap());
             // Metadata is the object's whatever the template.
-            assert_eq!((&*o.meta().uid, o.name()), (&*first.meta().uid, "p"));
+            assert_eq!((o.meta().uid(), o.name()), (first.meta().uid(), "p"));
         }
         assert_eq!(generations, (2..42).collect::<Vec<i64>>());
         if expect_moves {

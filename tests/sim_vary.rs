@@ -64,7 +64,7 @@ fn fields_pb(o: &Object) -> Fields {
         started_after: status
             .start_time
             .and_then(|t| t.seconds)
-            .zip(o.meta().creation_timestamp.as_ref())
+            .zip(o.meta().creation_timestamp().as_ref())
             .map(|(s, c)| s - c.seconds),
         containers: spec.containers.len(),
         volumes: spec.volumes.len(),

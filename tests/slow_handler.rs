@@ -19,6 +19,7 @@ use crossbeam::channel::{Receiver, Sender, bounded};
 use hdrhistogram::Histogram;
 use informer::distributor::{Distributor, EventHandler, Notification, OverflowPolicy};
 use informer::fifo::DeltaObject;
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectMeta};
 
 #[global_allocator]
@@ -28,12 +29,12 @@ const BATCH: usize = 256;
 const KEYS: u64 = 1_000;
 
 fn obj(gvk: &Arc<GroupVersionKind>, i: u64) -> Arc<Object> {
-    let meta = ObjectMeta {
+    let meta = ObjectMeta::from(ObjectMetaFields {
         name: format!("k{}", i % KEYS).into(),
         namespace: "ns".to_owned().into(),
         resource_version: i.to_string().into(),
-        ..ObjectMeta::default()
-    };
+        ..Default::default()
+    });
     Arc::new(Object::from_parts(
         gvk.clone(),
         meta,

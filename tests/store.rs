@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, OwnerReference};
 use informer::store::{
     IndexError, IndexValues, LABELS_INDEX, NAMESPACE_INDEX, OWNER_UID_INDEX, StoreConfig,
@@ -18,7 +19,7 @@ use informer::store::{
 const SHARDS: [usize; 3] = [1, 2, 64];
 
 fn pod(ns: &str, name: &str, uid: &str, labels: &[(&str, &str)]) -> Arc<Object> {
-    let meta = ObjectMeta {
+    let meta = ObjectMeta::from(ObjectMetaFields {
         name: name.to_owned().into(),
         namespace: ns.to_owned().into(),
         uid: uid.to_owned().into(),
@@ -26,8 +27,8 @@ fn pod(ns: &str, name: &str, uid: &str, labels: &[(&str, &str)]) -> Arc<Object> 
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect(),
-        ..ObjectMeta::default()
-    };
+        ..Default::default()
+    });
     Arc::new(Object::from_parts(
         Arc::new(GroupVersionKind::new("", "v1", "Pod")),
         meta,
@@ -45,7 +46,7 @@ fn vals_index() -> informer::store::IndexFunc {
     index_func(|obj| {
         Ok(obj
             .meta()
-            .labels
+            .labels()
             .get("vals")
             .map(|v| v.split(',').map(str::to_owned).collect())
             .unwrap_or_default())
@@ -113,16 +114,16 @@ fn add_get_update_delete_list() {
 #[test]
 fn resource_version_from_objects_when_batch_has_none() {
     let (r, mut w) = store(StoreConfig::default());
-    let mut meta = ObjectMeta {
+    let mut meta = ObjectMetaFields {
         name: "a".into(),
         namespace: "ns".into(),
         resource_version: "42".into(),
-        ..ObjectMeta::default()
+        ..Default::default()
     };
     let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
     let o42 = Arc::new(Object::from_parts(
         gvk.clone(),
-        meta.clone(),
+        ObjectMeta::from(meta.clone()),
         Bytes::new(),
         Encoding::Protobuf,
     ));
@@ -130,7 +131,7 @@ fn resource_version_from_objects_when_batch_has_none() {
     meta.resource_version = "not-a-number".into();
     let onum = Arc::new(Object::from_parts(
         gvk,
-        meta,
+        ObjectMeta::from(meta),
         Bytes::new(),
         Encoding::Protobuf,
     ));
@@ -196,11 +197,11 @@ fn index_queries_follow_client_go() {
 
 #[test]
 fn provided_index_funcs() {
-    let mut o = ObjectMeta {
+    let mut o = ObjectMetaFields {
         name: "p".into(),
         namespace: "ns".into(),
         uid: "u-1".into(),
-        ..ObjectMeta::default()
+        ..Default::default()
     };
     o.labels.insert("a".into(), "1".into());
     o.labels.insert("b".into(), "".into());
@@ -216,7 +217,7 @@ fn provided_index_funcs() {
     ];
     let obj = Object::from_parts(
         Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-        o,
+        ObjectMeta::from(o),
         Bytes::new(),
         Encoding::Protobuf,
     );
@@ -292,12 +293,12 @@ fn update_from_a_to_a_b_is_found_under_both() {
 #[test]
 fn index_error_on_second_indexer_rejects_whole_batch() {
     let strict = index_func(|obj| {
-        if obj.meta().labels.contains_key("bad") {
+        if obj.meta().labels().contains_key("bad") {
             Err(IndexError::new("bad label"))
         } else {
             Ok(obj
                 .meta()
-                .labels
+                .labels()
                 .get("vals")
                 .map(|v| IndexValues::from_elem(v.to_string(), 1))
                 .unwrap_or_default())
@@ -714,7 +715,10 @@ fn batches_across_shards_are_atomic_for_readers() {
                                 continue;
                             }
                             let obj = got.unwrap_or_else(|| panic!("rv {rv}: {name} missing"));
-                            assert_eq!(obj.meta().labels["gen"], (rv - rv % 2).to_string());
+                            assert_eq!(
+                                obj.meta().labels().get("gen").unwrap(),
+                                (rv - rv % 2).to_string()
+                            );
                         }
                         assert_eq!(
                             snap.index_keys(LABELS_INDEX, &gen_label).unwrap().len(),

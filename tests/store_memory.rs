@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cap::Cap;
+use informer::object::ObjectMetaFields;
 use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
 use informer::store::{NAMESPACE_INDEX, StoreConfig, UID_INDEX, WriteBatch, store, uid_index_func};
 
@@ -15,13 +16,13 @@ use informer::store::{NAMESPACE_INDEX, StoreConfig, UID_INDEX, WriteBatch, store
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
 fn pod(name: &str, uid: &str) -> Arc<Object> {
-    let meta = ObjectMeta {
+    let meta = ObjectMeta::from(ObjectMetaFields {
         name: name.to_owned().into(),
         namespace: "ns".to_owned().into(),
         uid: uid.to_owned().into(),
         labels: [("app", "churn")].into_iter().collect(),
-        ..ObjectMeta::default()
-    };
+        ..Default::default()
+    });
     Arc::new(Object::from_parts(
         Arc::new(GroupVersionKind::new("", "v1", "Pod")),
         meta,

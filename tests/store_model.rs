@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use informer::object::ObjectMetaFields;
 use informer::object::{
     Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, OwnerReference,
     parse_resource_version,
@@ -21,11 +22,11 @@ use proptest::prelude::*;
 /// Fails on objects labelled `bad`; else indexes by label `k0`.
 fn strict() -> IndexFunc {
     index_func(|o| {
-        if o.meta().labels.contains_key("bad") {
+        if o.meta().labels().contains_key("bad") {
             return Err(IndexError::new("bad"));
         }
         Ok(o.meta()
-            .labels
+            .labels()
             .get("k0")
             .map(|v| v.to_string())
             .into_iter()
@@ -36,11 +37,11 @@ fn strict() -> IndexFunc {
 /// Fails on objects with `k1=v1`; else every label value, possibly repeated.
 fn picky() -> IndexFunc {
     index_func(|o| {
-        if o.meta().labels.get("k1").map(|s| &**s) == Some("v1") {
+        if o.meta().labels().get("k1") == Some("v1") {
             return Err(IndexError::new("picky"));
         }
-        let mut v: IndexValues = o.meta().labels.values().map(|v| v.to_string()).collect();
-        v.extend(o.meta().labels.values().map(|v| v.to_string()));
+        let mut v: IndexValues = o.meta().labels().values().map(|v| v.to_string()).collect();
+        v.extend(o.meta().labels().values().map(|v| v.to_string()));
         Ok(v)
     })
 }
@@ -74,7 +75,7 @@ impl Spec {
     }
 
     fn build(&self) -> Arc<Object> {
-        let mut meta = ObjectMeta {
+        let mut meta = ObjectMetaFields {
             name: format!("n{}", self.name).into(),
             namespace: self.namespace().into(),
             uid: format!("u{}", self.name % 3).into(),
@@ -83,7 +84,7 @@ impl Spec {
             } else {
                 self.rv.to_string().into()
             },
-            ..ObjectMeta::default()
+            ..Default::default()
         };
         for (k, v) in &self.labels {
             meta.labels
@@ -102,7 +103,7 @@ impl Spec {
             .collect();
         Arc::new(Object::from_parts(
             Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-            meta,
+            ObjectMeta::from(meta),
             Bytes::new(),
             Encoding::Protobuf,
         ))

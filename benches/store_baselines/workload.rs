@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use informer::object::ObjectMeta;
 use informer::object::{Object, ObjectKey};
 use informer::sim::Templates;
 use k8s_openapi::api::core::v1::Pod;
@@ -78,7 +79,7 @@ impl Workload {
         let mut keys = Vec::with_capacity(if extras { n } else { 0 });
         let mut updates = Vec::with_capacity(if extras { n / UPDATE_STRIDE + 1 } else { 0 });
         for i in 0..n {
-            let mut meta = template.meta().clone();
+            let mut meta = template.meta().to_fields();
             meta.name = name(i).into();
             meta.generate_name = format!("job-{}-", i / PER_OWNER).into();
             meta.namespace = format!("ns-{}", i / PER_NAMESPACE).into();
@@ -93,13 +94,17 @@ impl Workload {
                 o.uid = owner.clone().into();
                 o.name = format!("job-{}", i / PER_OWNER).into();
             }
-            let obj = template.with_meta(meta.clone()).expect("re-key");
+            let obj = template
+                .with_meta(ObjectMeta::from(meta.clone()))
+                .expect("re-key");
             if extras {
                 keys.push(obj.key());
             }
             if extras && i % UPDATE_STRIDE == 0 {
                 meta.resource_version = (10_000_000 + i).to_string().into();
-                updates.push(Arc::new(template.with_meta(meta).expect("re-key")));
+                updates.push(Arc::new(
+                    template.with_meta(ObjectMeta::from(meta)).expect("re-key"),
+                ));
             }
             objects.push(Arc::new(obj));
         }
@@ -122,7 +127,7 @@ impl Workload {
                     m.resource_version = Some(o.resource_version().to_owned());
                     m.labels = Some(
                         o.meta()
-                            .labels
+                            .labels()
                             .iter()
                             .map(|(k, v)| (k.to_string(), v.to_string()))
                             .collect(),

@@ -74,16 +74,15 @@ pub(crate) const MAX_RETRIES: u64 = 5;
 pub(crate) fn deployment_of(pod: &Object) -> Option<ObjectKey> {
     let meta = pod.meta();
     let owner = meta
-        .owner_references
-        .iter()
+        .owner_references()
         .find(|o| o.controller == Some(true))?;
     let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
     if owner.kind != "ReplicaSet" || !matches!(group, "apps" | "extensions") {
         return None;
     }
-    let hash = meta.labels.get(POD_TEMPLATE_HASH)?;
-    let name = owner.name.strip_suffix(&**hash)?.strip_suffix('-')?;
-    (!name.is_empty()).then(|| ObjectKey::new(&meta.namespace, name))
+    let hash = meta.labels().get(POD_TEMPLATE_HASH)?;
+    let name = owner.name.strip_suffix(hash)?.strip_suffix('-')?;
+    (!name.is_empty()).then(|| ObjectKey::new(meta.namespace(), name))
 }
 
 /// The [`DEPLOYMENT_INDEX`] function: one value, the key of [`deployment_of`], or none.

@@ -30,7 +30,7 @@ pub(crate) fn expected(
         out.insert(
             key.clone(),
             ScaleStatus {
-                generation: obj.meta().generation.unwrap_or(0),
+                generation: obj.meta().generation().unwrap_or(0),
                 desired: d.spec.and_then(|s| s.replicas).unwrap_or(1),
                 pods: 0,
                 ready: 0,
@@ -38,7 +38,7 @@ pub(crate) fn expected(
         );
     }
     for obj in pods.objects.values() {
-        let Some(app) = obj.meta().labels.get("app") else {
+        let Some(app) = obj.meta().labels().get("app") else {
             continue;
         };
         let Some(status) = out.get_mut(&ObjectKey::new(obj.namespace(), app)) else {

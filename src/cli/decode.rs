@@ -272,23 +272,23 @@ fn item_json(file: &str, item: &Item) -> Value {
                 "kind": obj.gvk().kind,
                 "encoding": format!("{:?}", obj.encoding()),
                 "bytes": obj.raw_len(),
-                "name": m.name,
-                "generateName": m.generate_name,
-                "namespace": m.namespace,
-                "uid": m.uid,
-                "resourceVersion": m.resource_version,
-                "generation": m.generation,
-                "creationTimestamp": m.creation_timestamp.map(|t| t.to_rfc3339()),
-                "deletionTimestamp": m.deletion_timestamp.map(|t| t.to_rfc3339()),
-                "deletionGracePeriodSeconds": m.deletion_grace_period_seconds,
-                "labels": m.labels,
-                "annotations": m.annotations,
-                "ownerReferences": m.owner_references.iter().map(|o| json!({
+                "name": m.name(),
+                "generateName": m.generate_name(),
+                "namespace": m.namespace(),
+                "uid": m.uid(),
+                "resourceVersion": m.resource_version(),
+                "generation": m.generation(),
+                "creationTimestamp": m.creation_timestamp().map(|t| t.to_rfc3339()),
+                "deletionTimestamp": m.deletion_timestamp().map(|t| t.to_rfc3339()),
+                "deletionGracePeriodSeconds": m.deletion_grace_period_seconds(),
+                "labels": m.labels(),
+                "annotations": m.annotations(),
+                "ownerReferences": m.owner_references().map(|o| json!({
                     "apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid,
                     "controller": o.controller, "blockOwnerDeletion": o.block_owner_deletion,
                 })).collect::<Vec<_>>(),
-                "finalizers": m.finalizers,
-                "managedFieldsEntries": m.managed_fields.len(),
+                "finalizers": m.finalizers(),
+                "managedFieldsEntries": m.managed_fields().len(),
             })
         }
     }
@@ -332,29 +332,29 @@ fn print_text(file: &str, item: &Item) {
             if let Some(n) = note {
                 println!("  note:              {n}");
             }
-            println!("  name:              {}", m.name);
-            if !m.generate_name.is_empty() {
-                println!("  generateName:      {}", m.generate_name);
+            println!("  name:              {}", m.name());
+            if !m.generate_name().is_empty() {
+                println!("  generateName:      {}", m.generate_name());
             }
-            println!("  namespace:         {}", m.namespace);
-            println!("  uid:               {}", m.uid);
-            println!("  resourceVersion:   {}", m.resource_version);
-            if let Some(g) = m.generation {
+            println!("  namespace:         {}", m.namespace());
+            println!("  uid:               {}", m.uid());
+            println!("  resourceVersion:   {}", m.resource_version());
+            if let Some(g) = m.generation() {
                 println!("  generation:        {g}");
             }
-            if let Some(t) = &m.creation_timestamp {
+            if let Some(t) = &m.creation_timestamp() {
                 println!("  creationTimestamp: {}", t.to_rfc3339());
             }
-            if let Some(t) = &m.deletion_timestamp {
+            if let Some(t) = &m.deletion_timestamp() {
                 println!("  deletionTimestamp: {}", t.to_rfc3339());
             }
-            if let Some(s) = m.deletion_grace_period_seconds {
+            if let Some(s) = m.deletion_grace_period_seconds() {
                 println!("  deletionGracePeriodSeconds: {s}");
             }
-            for (k, v) in &m.labels {
+            for (k, v) in &m.labels() {
                 println!("  label:             {k}={v}");
             }
-            for (k, v) in &m.annotations {
+            for (k, v) in &m.annotations() {
                 let v = if v.len() > 100 {
                     let cut = (0..=100)
                         .rev()
@@ -366,7 +366,7 @@ fn print_text(file: &str, item: &Item) {
                 };
                 println!("  annotation:        {k}={v}");
             }
-            for o in &m.owner_references {
+            for o in m.owner_references() {
                 println!(
                     "  ownerReference:    {} {} {} uid={}{}",
                     o.api_version,
@@ -380,13 +380,13 @@ fn print_text(file: &str, item: &Item) {
                     }
                 );
             }
-            for f in &m.finalizers {
+            for f in m.finalizers() {
                 println!("  finalizer:         {f}");
             }
-            if !m.managed_fields.is_empty() {
+            if !m.managed_fields().is_empty() {
                 println!(
                     "  managedFields:     {} entries (kept raw)",
-                    m.managed_fields.len()
+                    m.managed_fields().len()
                 );
             }
             println!(

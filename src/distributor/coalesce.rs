@@ -211,6 +211,7 @@ fn merge(
 
 #[cfg(test)]
 mod tests {
+    use crate::object::ObjectMetaFields;
     use bytes::Bytes;
 
     use super::*;
@@ -218,12 +219,12 @@ mod tests {
     use crate::object::{Encoding, GroupVersionKind, ObjectMeta};
 
     fn obj(name: &str, rv: u64) -> Arc<Object> {
-        let meta = ObjectMeta {
+        let meta = ObjectMeta::from(ObjectMetaFields {
             name: name.to_owned().into(),
             namespace: "ns".to_owned().into(),
             resource_version: rv.to_string().into(),
-            ..ObjectMeta::default()
-        };
+            ..Default::default()
+        });
         Arc::new(Object::from_parts(
             Arc::new(GroupVersionKind::new("", "v1", "Pod")),
             meta,

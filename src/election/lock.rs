@@ -235,7 +235,7 @@ impl<C: Leases> LeaseLock<C> {
                 metadata: ObjectMeta {
                     name: Some(self.name.clone()),
                     labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
-                    ..ObjectMeta::default()
+                    ..Default::default()
                 },
                 spec: Some(spec),
             };

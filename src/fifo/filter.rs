@@ -117,6 +117,7 @@ fn newest_state(shared: &Shared, inner: &Inner, key: &ObjectKey) -> Option<Arc<O
 
 #[cfg(test)]
 mod tests {
+    use crate::object::ObjectMetaFields;
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 
@@ -125,13 +126,13 @@ mod tests {
     use crate::object::{Encoding, GroupVersionKind, ObjectMeta};
 
     fn obj(name: &str, rv: &str) -> Arc<Object> {
-        let meta = ObjectMeta {
+        let meta = ObjectMeta::from(ObjectMetaFields {
             name: name.into(),
             namespace: "ns".into(),
             resource_version: rv.into(),
             uid: format!("uid-{name}").as_str().into(),
-            ..ObjectMeta::default()
-        };
+            ..Default::default()
+        });
         Arc::new(Object::from_parts(
             Arc::new(GroupVersionKind::default()),
             meta,

@@ -111,15 +111,16 @@ impl InOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::ObjectMetaFields;
     use crate::object::{Encoding, GroupVersionKind, ObjectMeta};
 
     fn obj(name: &str, rv: &str) -> Arc<Object> {
-        let meta = ObjectMeta {
+        let meta = ObjectMeta::from(ObjectMetaFields {
             name: name.into(),
             namespace: "ns".into(),
             resource_version: rv.into(),
-            ..ObjectMeta::default()
-        };
+            ..Default::default()
+        });
         Arc::new(Object::from_parts(
             Arc::new(GroupVersionKind::default()),
             meta,

@@ -45,7 +45,7 @@ impl Lister {
     pub fn list_matching(&self, selector: &LabelSelector) -> Vec<Arc<Object>> {
         let snap = self.store.snapshot();
         snap.iter()
-            .filter(|(_, o)| selector.matches(&o.meta().labels))
+            .filter(|(_, o)| selector.matches(o.meta().labels()))
             .map(|(_, o)| o.clone())
             .collect()
     }
@@ -86,7 +86,7 @@ impl NamespaceLister {
     /// Every object of the namespace whose labels match `selector`.
     pub fn list_matching(&self, selector: &LabelSelector) -> Vec<Arc<Object>> {
         let mut objs = self.list();
-        objs.retain(|o| selector.matches(&o.meta().labels));
+        objs.retain(|o| selector.matches(o.meta().labels()));
         objs
     }
 }

@@ -20,7 +20,7 @@ use crate::object::Object;
 /// informer.set_transform(strip_managed_fields).unwrap();
 /// ```
 pub fn strip_managed_fields(obj: Arc<Object>) -> Arc<Object> {
-    if obj.meta().managed_fields.is_empty() {
+    if obj.meta().managed_fields().is_empty() {
         return obj;
     }
     match obj.without_managed_fields() {
@@ -32,6 +32,7 @@ pub fn strip_managed_fields(obj: Arc<Object>) -> Arc<Object> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::ObjectMetaFields;
     use crate::object::{ObjectMeta, decode};
 
     fn fixture(path: &str) -> Arc<Object> {
@@ -49,16 +50,16 @@ mod tests {
         ] {
             let obj = fixture(path);
             assert!(
-                !obj.meta().managed_fields.is_empty(),
+                !obj.meta().managed_fields().is_empty(),
                 "{path} has managed fields"
             );
             let stripped = strip_managed_fields(obj.clone());
-            assert!(stripped.meta().managed_fields.is_empty(), "{path}");
+            assert!(stripped.meta().managed_fields().is_empty(), "{path}");
             assert!(stripped.raw_len() < obj.raw_len(), "{path}");
-            let expected = ObjectMeta {
+            let expected = ObjectMeta::from(ObjectMetaFields {
                 managed_fields: Vec::new(),
-                ..obj.meta().clone()
-            };
+                ..obj.meta().to_fields()
+            });
             assert_eq!(
                 stripped.meta(),
                 &expected,

@@ -51,12 +51,12 @@ impl Object {
     /// # Errors
     /// As [`Object::with_meta`].
     pub fn without_managed_fields(&self) -> Result<Object, DecodeError> {
-        if self.meta().managed_fields.is_empty() {
+        if self.meta().managed_fields().is_empty() {
             return Ok(self.clone());
         }
-        let mut meta = self.meta().clone();
+        let mut meta = self.meta().to_fields();
         meta.managed_fields.clear();
-        self.with_meta(meta)
+        self.with_meta(meta.into())
     }
 
     /// The object encoded for the wire: protobuf objects as magic + `runtime.Unknown`

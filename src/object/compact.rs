@@ -11,7 +11,7 @@ use super::body::Body;
 use super::dictionary::Dictionary;
 use super::text::Str;
 use super::value::Object;
-use super::{DecodeError, ObjectMeta, OwnerReference, StrMap};
+use super::{DecodeError, ObjectMeta, ObjectMetaFields, OwnerReference, StrMap};
 
 /// Most distinct strings a [`Compactor`] shares across objects; later new ones are copied into
 /// each object's own buffer instead (the set never shrinks while the compactor lives).
@@ -179,29 +179,29 @@ enum PieceOut {
 /// Every string and managed-fields entry of `meta`, in a fixed order, with whether it is worth
 /// sharing across objects; [`rebuild`] consumes them in the same order.
 fn visit(meta: &ObjectMeta, mut f: impl FnMut(&[u8], bool)) {
-    f(meta.name.as_bytes(), false);
-    f(meta.generate_name.as_bytes(), true);
-    f(meta.namespace.as_bytes(), true);
-    f(meta.uid.as_bytes(), false);
-    f(meta.resource_version.as_bytes(), false);
-    for (k, v) in meta.labels.iter() {
+    f(meta.name().as_bytes(), false);
+    f(meta.generate_name().as_bytes(), true);
+    f(meta.namespace().as_bytes(), true);
+    f(meta.uid().as_bytes(), false);
+    f(meta.resource_version().as_bytes(), false);
+    for (k, v) in meta.labels().iter() {
         f(k.as_bytes(), true);
         f(v.as_bytes(), true);
     }
-    for (k, v) in meta.annotations.iter() {
+    for (k, v) in meta.annotations().iter() {
         f(k.as_bytes(), true);
         f(v.as_bytes(), true);
     }
-    for o in &meta.owner_references {
+    for o in meta.owner_references() {
         f(o.api_version.as_bytes(), true);
         f(o.kind.as_bytes(), true);
         f(o.name.as_bytes(), true);
         f(o.uid.as_bytes(), true);
     }
-    for s in &meta.finalizers {
+    for s in meta.finalizers() {
         f(s.as_bytes(), true);
     }
-    for m in &meta.managed_fields {
+    for m in meta.managed_fields() {
         f(m, false);
     }
 }
@@ -219,11 +219,10 @@ fn rebuild(meta: &ObjectMeta, texts: &mut impl Iterator<Item = PieceOut>) -> Obj
     let namespace = s();
     let uid = s();
     let resource_version = s();
-    let labels: Vec<(Str, Str)> = meta.labels.iter().map(|_| (s(), s())).collect();
-    let annotations: Vec<(Str, Str)> = meta.annotations.iter().map(|_| (s(), s())).collect();
+    let labels: Vec<(Str, Str)> = meta.labels().iter().map(|_| (s(), s())).collect();
+    let annotations: Vec<(Str, Str)> = meta.annotations().iter().map(|_| (s(), s())).collect();
     let owner_references = meta
-        .owner_references
-        .iter()
+        .owner_references()
         .map(|o| OwnerReference {
             api_version: s(),
             kind: s(),
@@ -233,9 +232,9 @@ fn rebuild(meta: &ObjectMeta, texts: &mut impl Iterator<Item = PieceOut>) -> Obj
             block_owner_deletion: o.block_owner_deletion,
         })
         .collect();
-    let finalizers = meta.finalizers.iter().map(|_| s()).collect();
+    let finalizers = meta.finalizers().map(|_| s()).collect();
     let managed_fields = meta
-        .managed_fields
+        .managed_fields()
         .iter()
         .map(|_| match texts.next() {
             Some(PieceOut::Bytes(b)) => b,
@@ -243,20 +242,21 @@ fn rebuild(meta: &ObjectMeta, texts: &mut impl Iterator<Item = PieceOut>) -> Obj
             None => Bytes::new(),
         })
         .collect();
-    ObjectMeta {
+    ObjectMetaFields {
         name,
         generate_name,
         namespace,
         uid,
         resource_version,
-        generation: meta.generation,
-        creation_timestamp: meta.creation_timestamp,
-        deletion_timestamp: meta.deletion_timestamp,
-        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+        generation: meta.generation(),
+        creation_timestamp: meta.creation_timestamp(),
+        deletion_timestamp: meta.deletion_timestamp(),
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds(),
         labels: StrMap::from_unsorted(labels),
         annotations: StrMap::from_unsorted(annotations),
         owner_references,
         finalizers,
         managed_fields,
     }
+    .into()
 }

@@ -15,8 +15,11 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
+use super::meta::{GroupVersionKind, ObjectMeta};
+use super::meta_fields::{ObjectMetaFields, OwnerReference};
+use super::meta_view::StrMapRef;
 use super::text::{Str, StrMap};
+use super::time::Time;
 use super::value::Object;
 
 /// A `T` read only from a JSON object. serde's derived structs also accept a JSON array (the
@@ -199,9 +202,9 @@ struct JsonMetaOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     deletion_grace_period_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    labels: Option<&'a StrMap>,
+    labels: Option<StrMapRef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    annotations: Option<&'a StrMap>,
+    annotations: Option<StrMapRef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     owner_references: Option<Vec<JsonOwnerRefOut<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -301,7 +304,7 @@ pub(crate) fn decode_meta(
                 message,
             })
     };
-    Ok(ObjectMeta {
+    Ok(ObjectMetaFields {
         name: sl.opt(m.name),
         generate_name: sl.opt(m.generate_name),
         namespace: sl.opt(m.namespace),
@@ -338,7 +341,8 @@ pub(crate) fn decode_meta(
             .map(|v| input.slice_ref(v.get().as_bytes()))
             .into_iter()
             .collect(),
-    })
+    }
+    .into())
 }
 
 /// Offset of `part` inside `whole` (both from the same allocation).
@@ -381,42 +385,40 @@ fn meta_to_json(
     meta: &ObjectMeta,
     managed_is_json: bool,
 ) -> Result<serde_json::Value, DecodeError> {
-    let managed: Option<Box<RawValue>> = match meta.managed_fields.as_slice() {
+    let managed: Option<Box<RawValue>> = match meta.managed_fields() {
         [one] if managed_is_json => {
             Some(serde_json::from_slice::<Box<RawValue>>(one).map_err(|e| json_err(&e, 0))?)
         }
         _ => None,
     };
-    fn some(s: &Str) -> Option<&str> {
-        (!s.is_empty()).then_some(&**s)
+    fn some(s: &str) -> Option<&str> {
+        (!s.is_empty()).then_some(s)
     }
     let jm = JsonMetaOut {
-        name: some(&meta.name),
-        generate_name: some(&meta.generate_name),
-        namespace: some(&meta.namespace),
-        uid: some(&meta.uid),
-        resource_version: some(&meta.resource_version),
-        generation: meta.generation,
-        creation_timestamp: meta.creation_timestamp.as_ref().map(Time::to_rfc3339),
-        deletion_timestamp: meta.deletion_timestamp.as_ref().map(Time::to_rfc3339),
-        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-        labels: (!meta.labels.is_empty()).then_some(&meta.labels),
-        annotations: (!meta.annotations.is_empty()).then_some(&meta.annotations),
-        owner_references: (!meta.owner_references.is_empty()).then(|| {
-            meta.owner_references
-                .iter()
+        name: some(meta.name()),
+        generate_name: some(meta.generate_name()),
+        namespace: some(meta.namespace()),
+        uid: some(meta.uid()),
+        resource_version: some(meta.resource_version()),
+        generation: meta.generation(),
+        creation_timestamp: meta.creation_timestamp().as_ref().map(Time::to_rfc3339),
+        deletion_timestamp: meta.deletion_timestamp().as_ref().map(Time::to_rfc3339),
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds(),
+        labels: (!meta.labels().is_empty()).then_some(meta.labels()),
+        annotations: (!meta.annotations().is_empty()).then_some(meta.annotations()),
+        owner_references: (!meta.owner_references().is_empty()).then(|| {
+            meta.owner_references()
                 .map(|o| JsonOwnerRefOut {
-                    api_version: &o.api_version,
-                    kind: &o.kind,
-                    name: &o.name,
-                    uid: &o.uid,
+                    api_version: o.api_version,
+                    kind: o.kind,
+                    name: o.name,
+                    uid: o.uid,
                     controller: o.controller,
                     block_owner_deletion: o.block_owner_deletion,
                 })
                 .collect()
         }),
-        finalizers: (!meta.finalizers.is_empty())
-            .then(|| meta.finalizers.iter().map(|f| &**f).collect()),
+        finalizers: (!meta.finalizers().is_empty()).then(|| meta.finalizers().collect()),
         managed_fields: managed.as_deref(),
     };
     serde_json::to_value(&jm).map_err(|e| json_err(&e, 0))

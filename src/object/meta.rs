@@ -1,149 +1,183 @@
 //! Object metadata: the decoded `meta.v1.ObjectMeta` subset, keys and group/version/kind.
 
 use std::fmt;
-use std::hash::BuildHasher;
-use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 
-use super::text::{Str, StrMap};
+use super::key::ObjectKey;
+use super::meta_fields::ObjectMetaFields;
+use super::meta_view::{Finalizers, OwnerRefs, StrMapRef};
+use super::text::Str;
+use super::time::Time;
 
-/// A point in time as the API server encodes it (`meta.v1.Time`): seconds since the Unix epoch
-/// plus nanoseconds. JSON carries it as an RFC 3339 string with second precision
-/// (`2024-01-02T03:04:05Z`); protobuf as `{1 seconds, 2 nanos}`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Time {
-    /// Seconds since 1970-01-01T00:00:00Z; may be negative.
-    pub seconds: i64,
-    /// Nanoseconds within the second, `0..1_000_000_000` on well-formed input.
-    pub nanos: i32,
+/// The decoded `meta.v1.ObjectMeta` fields an informer needs (field numbers in
+/// `../shared/fixtures/README.md`, upstream `apimachinery/pkg/apis/meta/v1/types.go`), read
+/// through accessors: strings as `&str`, labels and annotations as a [`StrMapRef`], owner
+/// references as [`OwnerRef`]s.
+///
+/// Absent strings read as empty strings, as in Go. `managedFields` is kept undecoded, one
+/// protobuf message per entry (JSON input keeps the JSON array text as one entry).
+///
+/// Build one from [`ObjectMetaFields`] (`fields.into()`); copy one out, to edit it, with
+/// [`ObjectMeta::to_fields`].
+///
+/// # Examples
+/// ```
+/// use informer::object::{ObjectMeta, ObjectMetaFields};
+/// let meta = ObjectMeta::from(ObjectMetaFields {
+///     name: "web-0".into(),
+///     namespace: "shop".into(),
+///     resource_version: "42".into(),
+///     ..Default::default()
+/// });
+/// assert_eq!(meta.name(), "web-0");
+/// assert_eq!(meta.resource_version_u64(), Some(42));
+/// assert!(meta.labels().is_empty());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    fields: ObjectMetaFields,
 }
 
-impl Time {
-    /// RFC 3339 in UTC with second precision, as Kubernetes writes times in JSON
-    /// (`2008-01-01T01:01:01Z`). Out-of-range times print as `seconds=<n>`.
-    pub fn to_rfc3339(&self) -> String {
-        match jiff::Timestamp::from_second(self.seconds) {
-            Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            Err(_) => format!("seconds={}", self.seconds),
-        }
+impl From<ObjectMetaFields> for ObjectMeta {
+    fn from(fields: ObjectMetaFields) -> Self {
+        ObjectMeta { fields }
     }
 }
 
-/// One entry of `metadata.ownerReferences` (`meta.v1.OwnerReference`). Decoded strings are
-/// slices of the received frame (see [`Str`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct OwnerReference {
-    /// `apiVersion` of the owner, e.g. `apps/v1`.
-    pub api_version: Str,
-    /// Kind of the owner, e.g. `ReplicaSet`.
-    pub kind: Str,
-    /// Name of the owner (same namespace as the owned object).
-    pub name: Str,
-    /// UID of the owner.
-    pub uid: Str,
-    /// `true` when this owner is the managing controller; `None` when absent on the wire.
-    pub controller: Option<bool>,
-    /// Whether the owner's deletion waits for this object; `None` when absent on the wire.
-    pub block_owner_deletion: Option<bool>,
-}
-
-/// The decoded `meta.v1.ObjectMeta` fields an informer needs (field numbers in
-/// `../shared/fixtures/README.md`, upstream `apimachinery/pkg/apis/meta/v1/types.go`).
-///
-/// Absent strings decode as empty strings, as in Go. Decoded strings ([`Str`], label and
-/// annotation entries in a [`StrMap`]) are validated-UTF-8 slices of the input buffer, not
-/// copies (JSON strings with escapes are the exception: they are unescaped into their own
-/// bytes); build them from text with `"x".into()`. `managedFields` is kept undecoded: one
-/// [`Bytes`] slice of the input per entry (decode one on demand with
-/// `ManagedFieldsEntry`); JSON input keeps the JSON array text as one slice.
-///
-/// Holding a decoded `ObjectMeta` keeps the buffer it was decoded from alive, as the object's
-/// raw bytes do; [`ObjectMeta::detached`] copies it out.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ObjectMeta {
-    /// `metadata.name`.
-    pub name: Str,
-    /// `metadata.generateName`.
-    pub generate_name: Str,
-    /// `metadata.namespace`; empty for cluster-scoped objects.
-    pub namespace: Str,
-    /// `metadata.uid`.
-    pub uid: Str,
-    /// `metadata.resourceVersion`: opaque to clients; an etcd revision on real servers.
-    pub resource_version: Str,
-    /// `metadata.generation`, `None` when absent.
-    pub generation: Option<i64>,
-    /// `metadata.creationTimestamp`, `None` when absent.
-    pub creation_timestamp: Option<Time>,
-    /// `metadata.deletionTimestamp`: set once deletion has been requested.
-    pub deletion_timestamp: Option<Time>,
-    /// `metadata.deletionGracePeriodSeconds`.
-    pub deletion_grace_period_seconds: Option<i64>,
-    /// `metadata.labels`.
-    pub labels: StrMap,
-    /// `metadata.annotations`.
-    pub annotations: StrMap,
-    /// `metadata.ownerReferences`, in wire order.
-    pub owner_references: Vec<OwnerReference>,
-    /// `metadata.finalizers`, in wire order.
-    pub finalizers: Vec<Str>,
-    /// `metadata.managedFields`, undecoded (see the type docs).
-    pub managed_fields: Vec<Bytes>,
+impl PartialEq<ObjectMetaFields> for ObjectMeta {
+    fn eq(&self, other: &ObjectMetaFields) -> bool {
+        self.fields == *other
+    }
 }
 
 impl ObjectMeta {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        &self.fields.name
+    }
+
+    /// `metadata.generateName`.
+    pub fn generate_name(&self) -> &str {
+        &self.fields.generate_name
+    }
+
+    /// `metadata.namespace`; empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        &self.fields.namespace
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        &self.fields.uid
+    }
+
+    /// `metadata.resourceVersion`: opaque to clients; an etcd revision on real servers.
+    pub fn resource_version(&self) -> &str {
+        &self.fields.resource_version
+    }
+
+    /// `metadata.generation`, `None` when absent.
+    pub fn generation(&self) -> Option<i64> {
+        self.fields.generation
+    }
+
+    /// `metadata.creationTimestamp`, `None` when absent.
+    pub fn creation_timestamp(&self) -> Option<Time> {
+        self.fields.creation_timestamp
+    }
+
+    /// `metadata.deletionTimestamp`: set once deletion has been requested.
+    pub fn deletion_timestamp(&self) -> Option<Time> {
+        self.fields.deletion_timestamp
+    }
+
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub fn deletion_grace_period_seconds(&self) -> Option<i64> {
+        self.fields.deletion_grace_period_seconds
+    }
+
+    /// `metadata.labels`, in key order.
+    pub fn labels(&self) -> StrMapRef<'_> {
+        StrMapRef::from(&self.fields.labels)
+    }
+
+    /// `metadata.annotations`, in key order.
+    pub fn annotations(&self) -> StrMapRef<'_> {
+        StrMapRef::from(&self.fields.annotations)
+    }
+
+    /// `metadata.ownerReferences`, in wire order.
+    pub fn owner_references(&self) -> OwnerRefs<'_> {
+        OwnerRefs::new(&self.fields.owner_references)
+    }
+
+    /// `metadata.finalizers`, in wire order.
+    pub fn finalizers(&self) -> Finalizers<'_> {
+        Finalizers::new(&self.fields.finalizers)
+    }
+
+    /// `metadata.managedFields`, undecoded: one protobuf `ManagedFieldsEntry` per entry, or,
+    /// from JSON, the whole JSON array as one entry.
+    pub fn managed_fields(&self) -> &[Bytes] {
+        &self.fields.managed_fields
+    }
+
+    /// An editable copy of the fields.
+    pub fn to_fields(&self) -> ObjectMetaFields {
+        self.fields.clone()
+    }
+
+    /// The fields, taken out.
+    pub fn into_fields(self) -> ObjectMetaFields {
+        self.fields
+    }
+
     /// The object's cache key: `namespace/name`, or `name` when the namespace is empty
     /// (client-go `MetaNamespaceKeyFunc`, `tools/cache/store.go`).
     pub fn key(&self) -> ObjectKey {
-        ObjectKey::new(&self.namespace, &self.name)
+        ObjectKey::new(self.namespace(), self.name())
     }
 
     /// `resourceVersion` parsed as the unsigned integer real servers use (etcd revision).
     /// `None` when empty or not a decimal number.
     pub fn resource_version_u64(&self) -> Option<u64> {
-        parse_resource_version(&self.resource_version)
+        parse_resource_version(self.resource_version())
     }
 
     /// The same metadata with every string and managed-fields entry copied into its own
     /// allocation, so that it no longer keeps the buffer it was decoded from alive.
     pub fn detached(&self) -> ObjectMeta {
+        let f = &self.fields;
         let own = |s: &Str| Str::from(&**s);
-        ObjectMeta {
-            name: own(&self.name),
-            generate_name: own(&self.generate_name),
-            namespace: own(&self.namespace),
-            uid: own(&self.uid),
-            resource_version: own(&self.resource_version),
-            generation: self.generation,
-            creation_timestamp: self.creation_timestamp,
-            deletion_timestamp: self.deletion_timestamp,
-            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
-            labels: self.labels.iter().map(|(k, v)| (own(k), own(v))).collect(),
-            annotations: self
+        ObjectMetaFields {
+            name: own(&f.name),
+            generate_name: own(&f.generate_name),
+            namespace: own(&f.namespace),
+            uid: own(&f.uid),
+            resource_version: own(&f.resource_version),
+            generation: f.generation,
+            creation_timestamp: f.creation_timestamp,
+            deletion_timestamp: f.deletion_timestamp,
+            deletion_grace_period_seconds: f.deletion_grace_period_seconds,
+            labels: f.labels.iter().map(|(k, v)| (own(k), own(v))).collect(),
+            annotations: f
                 .annotations
                 .iter()
                 .map(|(k, v)| (own(k), own(v)))
                 .collect(),
             owner_references: self
-                .owner_references
-                .iter()
-                .map(|o| OwnerReference {
-                    api_version: own(&o.api_version),
-                    kind: own(&o.kind),
-                    name: own(&o.name),
-                    uid: own(&o.uid),
-                    controller: o.controller,
-                    block_owner_deletion: o.block_owner_deletion,
-                })
+                .owner_references()
+                .map(|o| o.to_owner_reference())
                 .collect(),
-            finalizers: self.finalizers.iter().map(own).collect(),
-            managed_fields: self
+            finalizers: f.finalizers.iter().map(own).collect(),
+            managed_fields: f
                 .managed_fields
                 .iter()
                 .map(|b| Bytes::copy_from_slice(b))
                 .collect(),
         }
+        .into()
     }
 }
 
@@ -163,157 +197,6 @@ pub fn parse_resource_version(rv: &str) -> Option<u64> {
         }
         n.checked_mul(10)?.checked_add(u64::from(d))
     })
-}
-
-/// A hash map keyed by [`ObjectKey`] with the fast seeded hasher the store already uses
-/// (foldhash), for the DeltaFIFO and the distributor. SipHash showed in the processing
-/// thread's profile (`perf record`, e2e-inproc); the end-to-end figures moved by less than
-/// their noise.
-pub(crate) type KeyMap<V> = std::collections::HashMap<ObjectKey, V, foldhash::fast::RandomState>;
-
-/// The set twin of [`KeyMap`].
-pub(crate) type KeySet = std::collections::HashSet<ObjectKey, foldhash::fast::RandomState>;
-
-/// A cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go
-/// `MetaNamespaceKeyFunc`). Cheap to clone (one shared allocation).
-///
-/// A key carries the hash of its text ([`key_hash`]), computed once when it is built: a store
-/// lookup by an `ObjectKey` starts probing its table without reading the key's text first
-/// (in a large store that text is a cache miss of its own). Equality, ordering and `Hash`
-/// are those of the text (so `Borrow<str>` lookups in std maps work).
-#[derive(Clone)]
-pub struct ObjectKey {
-    text: Arc<str>,
-    hash: u64,
-}
-
-/// The process-wide seeded hasher of key texts ([`key_hash`]).
-static KEY_HASHER: LazyLock<foldhash::fast::RandomState> =
-    LazyLock::new(foldhash::fast::RandomState::default);
-
-/// The hash of a key's text that [`ObjectKey`] caches and the store's key tables use: foldhash
-/// with one random seed per process (not stable across processes; never sent anywhere).
-pub fn key_hash(text: &str) -> u64 {
-    KEY_HASHER.hash_one(text)
-}
-
-impl PartialEq for ObjectKey {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.text, &other.text) || (self.hash == other.hash && self.text == other.text)
-    }
-}
-
-impl Eq for ObjectKey {}
-
-impl PartialOrd for ObjectKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for ObjectKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.text.cmp(&other.text)
-    }
-}
-
-impl std::hash::Hash for ObjectKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.text.hash(state)
-    }
-}
-
-impl ObjectKey {
-    /// Builds the key of `name` in `namespace` (empty namespace = cluster-scoped). One
-    /// allocation (the shared key) for keys of up to [`ObjectKey::INLINE`] bytes, which covers
-    /// every valid Kubernetes name (namespace ≤ 63 bytes, name ≤ 253 bytes).
-    pub fn new(namespace: &str, name: &str) -> Self {
-        if namespace.is_empty() {
-            return ObjectKey::wrap(Arc::from(name));
-        }
-        let len = namespace.len() + 1 + name.len();
-        if len <= Self::INLINE {
-            let mut buf = [0u8; Self::INLINE];
-            buf[..namespace.len()].copy_from_slice(namespace.as_bytes());
-            buf[namespace.len()] = b'/';
-            buf[namespace.len() + 1..len].copy_from_slice(name.as_bytes());
-            // Two UTF-8 strings joined by '/' are UTF-8; the check cannot fail.
-            if let Ok(s) = std::str::from_utf8(&buf[..len]) {
-                return ObjectKey::wrap(Arc::from(s));
-            }
-        }
-        let mut s = String::with_capacity(len);
-        s.push_str(namespace);
-        s.push('/');
-        s.push_str(name);
-        ObjectKey::wrap(Arc::from(s))
-    }
-
-    fn wrap(text: Arc<str>) -> Self {
-        ObjectKey {
-            hash: key_hash(&text),
-            text,
-        }
-    }
-
-    /// The hash of the key's text, [`key_hash`] (cached: no work).
-    pub fn hash_value(&self) -> u64 {
-        self.hash
-    }
-
-    /// Longest `namespace/name` key [`ObjectKey::new`] builds without a temporary `String`.
-    pub const INLINE: usize = 320;
-
-    /// Wraps an already formatted key (`namespace/name` or `name`) without checking it.
-    pub fn from_raw(key: &str) -> Self {
-        ObjectKey::wrap(Arc::from(key))
-    }
-
-    /// The key as text.
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    /// The namespace part: text before the first `/`, or `""` for cluster-scoped keys
-    /// (client-go `SplitMetaNamespaceKey`).
-    pub fn namespace(&self) -> &str {
-        match self.text.split_once('/') {
-            Some((ns, _)) => ns,
-            None => "",
-        }
-    }
-
-    /// The name part: text after the first `/`, or the whole key.
-    pub fn name(&self) -> &str {
-        match self.text.split_once('/') {
-            Some((_, name)) => name,
-            None => &self.text,
-        }
-    }
-}
-
-impl fmt::Debug for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.text, f)
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl std::borrow::Borrow<str> for ObjectKey {
-    fn borrow(&self) -> &str {
-        &self.text
-    }
-}
-
-impl From<&str> for ObjectKey {
-    fn from(s: &str) -> Self {
-        ObjectKey::from_raw(s)
-    }
 }
 
 /// Group, version and kind of an object (`schema.GroupVersionKind`). The core group is `""`.

@@ -17,14 +17,18 @@ mod dictionary;
 mod encoding;
 mod error;
 mod json;
+mod key;
 mod list;
 mod meta;
+mod meta_fields;
+mod meta_view;
 mod partial;
 mod protobuf;
 mod protowire;
 mod selector;
 mod status;
 mod text;
+mod time;
 mod value;
 pub(crate) mod varint;
 mod watch;
@@ -34,11 +38,12 @@ pub use compact::{Compactor, INTERN_LIMIT};
 pub use dictionary::Dictionary;
 pub use encoding::{Encoding, MAGIC};
 pub use error::DecodeError;
+pub(crate) use key::{KeyMap, KeySet};
+pub use key::{ObjectKey, key_hash};
 pub use list::{ObjectList, decode_list, encode_list_json, encode_list_protobuf};
-pub use meta::{
-    GroupVersionKind, ObjectKey, ObjectMeta, OwnerReference, Time, key_hash, parse_resource_version,
-};
-pub(crate) use meta::{KeyMap, KeySet};
+pub use meta::{GroupVersionKind, ObjectMeta, parse_resource_version};
+pub use meta_fields::{ObjectMetaFields, OwnerReference};
+pub use meta_view::{Finalizers, OwnerRef, OwnerRefs, StrMapRef, StrMapRefIter};
 pub use partial::{META_GROUP, PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST, partial_gvk};
 pub use protobuf::{Envelope, decode_envelope, encode_envelope, encode_object_meta};
 pub(crate) use selector::is_dns_subdomain;
@@ -48,6 +53,7 @@ pub(crate) use selector::is_label_value;
 pub use selector::{LabelSelector, MAX_SELECTOR_LEN, SelectorError};
 pub use status::ApiStatus;
 pub use text::{Str, StrMap, StrMapIter};
+pub use time::Time;
 pub use value::Object;
 pub use watch::{
     DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::encoding::Encoding;
-use super::meta::GroupVersionKind;
+use super::meta::{GroupVersionKind, ObjectMeta};
 use super::value::Object;
 use super::{DecodeError, json, protobuf};
 
@@ -52,10 +52,11 @@ impl Object {
                 "{{\"kind\":\"{PARTIAL_OBJECT_METADATA}\",\"apiVersion\":\"{META_GROUP}/v1\"}}"
             )),
         };
-        let mut meta = self.meta().clone();
+        let mut meta = self.meta().to_fields();
         if encoding != self.encoding() {
             meta.managed_fields.clear();
         }
+        let meta = ObjectMeta::from(meta);
         let raw = match encoding {
             Encoding::Protobuf => protobuf::replace_meta(&shell, &meta)?,
             Encoding::Json => json::replace_meta(&shell, &meta)?,
@@ -85,7 +86,7 @@ mod tests {
             for enc in [Encoding::Protobuf, Encoding::Json] {
                 let p = full.to_partial_object_metadata(enc).unwrap();
                 assert!(p.is_partial_object_metadata());
-                let mut expected = full.meta().clone();
+                let mut expected = full.meta().to_fields();
                 if enc != full.encoding() {
                     expected.managed_fields.clear();
                 } else {
@@ -95,7 +96,7 @@ mod tests {
                 let back = decode(p.to_wire().unwrap()).unwrap();
                 // JSON managed fields are kept as raw JSON: compare them as values.
                 let values = |m: &crate::object::ObjectMeta| -> Vec<serde_json::Value> {
-                    m.managed_fields
+                    m.managed_fields()
                         .iter()
                         .map(|f| {
                             serde_json::from_slice(f)
@@ -103,8 +104,12 @@ mod tests {
                         })
                         .collect()
                 };
-                assert_eq!(values(back.meta()), values(&expected), "{path} {enc:?}");
-                let (mut b, mut e) = (back.meta().clone(), expected.clone());
+                assert_eq!(
+                    values(back.meta()),
+                    values(&ObjectMeta::from(expected.clone())),
+                    "{path} {enc:?}"
+                );
+                let (mut b, mut e) = (back.meta().to_fields(), expected.clone());
                 b.managed_fields.clear();
                 e.managed_fields.clear();
                 assert_eq!(b, e, "{path} {enc:?} round trip");

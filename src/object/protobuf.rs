@@ -9,11 +9,13 @@ use bytes::Bytes;
 
 use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
-use super::meta::{GroupVersionKind, ObjectMeta, OwnerReference, Time};
+use super::meta::{GroupVersionKind, ObjectMeta};
+use super::meta_fields::{ObjectMetaFields, OwnerReference};
 use super::protowire::{
     Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
 use super::text::{Str, StrMap};
+use super::time::Time;
 use super::value::Object;
 use super::varint;
 
@@ -223,7 +225,7 @@ fn decode_object_meta_into(raw: &Bytes, rep: &mut Repeated) -> Result<ObjectMeta
     // Empty already unless an earlier decode on this thread unwound part-way (a panic caught
     // by the runtime): its entries must not join this object's.
     rep.reset();
-    let mut meta = ObjectMeta::default();
+    let mut meta = ObjectMetaFields::default();
     let mut r = Reader::new(raw, 0, raw.len(), "object");
     let read = (|| {
         while let Some(f) = r.next_field()? {
@@ -246,14 +248,14 @@ fn decode_object_meta_into(raw: &Bytes, rep: &mut Repeated) -> Result<ObjectMeta
     meta.owner_references = exact(&mut rep.owner_references);
     meta.finalizers = exact(&mut rep.finalizers);
     meta.managed_fields = exact(&mut rep.managed_fields);
-    Ok(meta)
+    Ok(meta.into())
 }
 
 /// Merges one `ObjectMeta` message into `m`; its repeated fields are appended to `rep` in
 /// wire order (label and annotation entries are sorted by [`StrMap::from_unsorted`] after).
 fn merge_object_meta(
     mut r: Reader<'_>,
-    m: &mut ObjectMeta,
+    m: &mut ObjectMetaFields,
     rep: &mut Repeated,
 ) -> Result<(), DecodeError> {
     while let Some(f) = r.next_field()? {
@@ -335,13 +337,13 @@ fn owner_reference(mut r: Reader<'_>) -> Result<OwnerReference, DecodeError> {
 /// the API server writes it: strings always present, optional numbers and times only when set.
 /// `managed_fields` entries are written back verbatim.
 pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
-    put_str(out, 1, &meta.name);
-    put_str(out, 2, &meta.generate_name);
-    put_str(out, 3, &meta.namespace);
+    put_str(out, 1, meta.name());
+    put_str(out, 2, meta.generate_name());
+    put_str(out, 3, meta.namespace());
     put_str(out, 4, "");
-    put_str(out, 5, &meta.uid);
-    put_str(out, 6, &meta.resource_version);
-    if let Some(g) = meta.generation {
+    put_str(out, 5, meta.uid());
+    put_str(out, 6, meta.resource_version());
+    if let Some(g) = meta.generation() {
         put_uint(out, 7, g as u64);
     }
     let put_time = |out: &mut Vec<u8>, field: u32, t: &Time| {
@@ -350,16 +352,16 @@ pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
             put_uint(m, 2, i64::from(t.nanos) as u64);
         })
     };
-    if let Some(t) = &meta.creation_timestamp {
+    if let Some(t) = &meta.creation_timestamp() {
         put_time(out, 8, t);
     }
-    if let Some(t) = &meta.deletion_timestamp {
+    if let Some(t) = &meta.deletion_timestamp() {
         put_time(out, 9, t);
     }
-    if let Some(s) = meta.deletion_grace_period_seconds {
+    if let Some(s) = meta.deletion_grace_period_seconds() {
         put_uint(out, 10, s as u64);
     }
-    for (field, map) in [(11, &meta.labels), (12, &meta.annotations)] {
+    for (field, map) in [(11, &meta.labels()), (12, &meta.annotations())] {
         for (k, v) in map {
             put_message(out, field, |e| {
                 put_str(e, 1, k);
@@ -367,12 +369,12 @@ pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
             });
         }
     }
-    for o in &meta.owner_references {
+    for o in meta.owner_references() {
         put_message(out, 13, |m| {
-            put_str(m, 1, &o.kind);
-            put_str(m, 3, &o.name);
-            put_str(m, 4, &o.uid);
-            put_str(m, 5, &o.api_version);
+            put_str(m, 1, o.kind);
+            put_str(m, 3, o.name);
+            put_str(m, 4, o.uid);
+            put_str(m, 5, o.api_version);
             if let Some(c) = o.controller {
                 put_uint(m, 6, u64::from(c));
             }
@@ -381,10 +383,10 @@ pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
             }
         });
     }
-    for f in &meta.finalizers {
+    for f in meta.finalizers() {
         put_str(out, 14, f);
     }
-    for mf in &meta.managed_fields {
+    for mf in meta.managed_fields() {
         put_bytes(out, 17, mf);
     }
 }
@@ -415,16 +417,18 @@ mod tests {
 
     /// A bare object message whose metadata has `labels` (and one finalizer per label).
     fn object(name: &str, labels: &[(&str, &str)]) -> Vec<u8> {
-        let mut meta = ObjectMeta {
+        let mut meta = ObjectMetaFields {
             name: name.into(),
-            ..ObjectMeta::default()
+            ..Default::default()
         };
         for (k, v) in labels {
             meta.labels.insert((*k).into(), (*v).into());
             meta.finalizers.push((*k).into());
         }
         let mut out = Vec::new();
-        put_message(&mut out, 1, |m| encode_object_meta(&meta, m));
+        put_message(&mut out, 1, |m| {
+            encode_object_meta(&ObjectMeta::from(meta.clone()), m)
+        });
         out
     }
 
@@ -432,8 +436,8 @@ mod tests {
     fn a_rejected_object_leaves_nothing_in_the_next_ones_metadata() {
         let first = object("a", &[("x", "1"), ("y", "2")]);
         let meta = decode_object_meta(&Bytes::from(first.clone())).unwrap();
-        assert_eq!(meta.labels.len(), 2);
-        assert_eq!(meta.labels.get("y").map(|v| &**v), Some("2"));
+        assert_eq!(meta.labels().len(), 2);
+        assert_eq!(meta.labels().get("y"), Some("2"));
         // The same metadata followed by a second `ObjectMeta` occurrence whose tag is a
         // truncated varint: an error after the first occurrence's entries were gathered.
         let mut bad = first.clone();
@@ -443,10 +447,10 @@ mod tests {
             Err(DecodeError::Truncated { .. })
         ));
         let meta = decode_object_meta(&Bytes::from(object("b", &[("z", "3")]))).unwrap();
-        assert_eq!(&*meta.name, "b");
-        assert_eq!(meta.labels.keys().map(|k| &**k).collect::<Vec<_>>(), ["z"]);
-        assert_eq!(meta.finalizers, ["z"]);
-        assert_eq!(meta.labels.len(), 1);
+        assert_eq!(meta.name(), "b");
+        assert_eq!(meta.labels().keys().collect::<Vec<_>>(), ["z"]);
+        assert!(meta.finalizers().eq(["z"]));
+        assert_eq!(meta.labels().len(), 1);
     }
 
     #[test]
@@ -456,8 +460,8 @@ mod tests {
             .collect();
         let labels: Vec<(&str, &str)> = many.iter().map(|(k, v)| (&**k, &**v)).collect();
         let meta = decode_object_meta(&Bytes::from(object("big", &labels))).unwrap();
-        assert_eq!(meta.labels.len(), 5_000);
-        assert_eq!(meta.labels.get("k04999").map(|v| &**v), Some(""));
+        assert_eq!(meta.labels().len(), 5_000);
+        assert_eq!(meta.labels().get("k04999"), Some(""));
         SCRATCH.with_borrow(|s| {
             assert!(s.labels.is_empty() && s.finalizers.is_empty());
             assert!(

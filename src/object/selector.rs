@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::object::StrMap;
+use crate::object::StrMapRef;
 
 /// Longest selector string accepted, bytes (selectors come from configuration, but a bound
 /// keeps a bad one from costing much).
@@ -75,7 +75,8 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every requirement.
-    pub fn matches(&self, labels: &StrMap) -> bool {
+    pub fn matches<'a>(&self, labels: impl Into<StrMapRef<'a>>) -> bool {
+        let labels = labels.into();
         self.requirements.iter().all(|r| match r {
             Requirement::Exists(k) => labels.contains_key(k),
             Requirement::NotExists(k) => !labels.contains_key(k),
@@ -87,7 +88,7 @@ impl LabelSelector {
     }
 }
 
-fn int_label(labels: &StrMap, key: &str) -> Option<i64> {
+fn int_label(labels: StrMapRef<'_>, key: &str) -> Option<i64> {
     labels.get(key).and_then(|v| v.parse().ok())
 }
 

@@ -101,6 +101,12 @@ impl StrMap {
         self.entries.retain(|(k, v)| keep(k, v));
     }
 
+    /// Entry `i` in key order; `i < len()`.
+    pub(crate) fn entry(&self, i: usize) -> (&Str, &Str) {
+        let (k, v) = &self.entries[i];
+        (k, v)
+    }
+
     /// Entries in key order.
     pub fn iter(&self) -> StrMapIter<'_> {
         StrMapIter(self.entries.iter())

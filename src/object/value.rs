@@ -9,7 +9,8 @@ use super::DecodeError;
 use super::body::Body;
 use super::dictionary::Dictionary;
 use super::encoding::Encoding;
-use super::meta::{GroupVersionKind, ObjectKey, ObjectMeta};
+use super::key::ObjectKey;
+use super::meta::{GroupVersionKind, ObjectMeta};
 
 /// One Kubernetes object: decoded [`ObjectMeta`], the group/version/kind from its envelope (or
 /// its list), and its raw bytes as a slice of the buffer it was decoded from (no copy), or, in
@@ -149,22 +150,22 @@ impl Object {
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        &self.meta.name
+        self.meta.name()
     }
 
     /// `metadata.namespace` (empty for cluster-scoped objects).
     pub fn namespace(&self) -> &str {
-        &self.meta.namespace
+        self.meta.namespace()
     }
 
     /// `metadata.uid`.
     pub fn uid(&self) -> &str {
-        &self.meta.uid
+        self.meta.uid()
     }
 
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> &str {
-        &self.meta.resource_version
+        self.meta.resource_version()
     }
 
     /// Decodes the typed object, e.g. `obj.decode::<k8s_pb::api::core::v1::Pod>()`.

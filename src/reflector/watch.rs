@@ -163,7 +163,7 @@ impl<L: ListerWatcher> Reflector<L> {
                 WatchEvent::Deleted(o) => WatchChange::Deleted(Arc::new(o)),
                 WatchEvent::Bookmark(o) => {
                     ReflectorMetrics::inc(&self.metrics.bookmarks);
-                    bookmark = Some(o.meta().resource_version.clone());
+                    bookmark = Some(o.meta().resource_version().into());
                     bookmark_last = true;
                     continue;
                 }
@@ -181,7 +181,7 @@ impl<L: ListerWatcher> Reflector<L> {
         } else {
             changes
                 .last()
-                .map(|c| c.object().meta().resource_version.clone())
+                .map(|c| Str::from(c.object().meta().resource_version()))
         };
         if !changes.is_empty() {
             self.store.apply(changes)?;

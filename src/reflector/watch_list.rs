@@ -115,7 +115,7 @@ impl<L: ListerWatcher> Reflector<L> {
                     WatchEvent::Bookmark(o) => {
                         ReflectorMetrics::inc(&self.metrics.bookmarks);
                         if o.meta()
-                            .annotations
+                            .annotations()
                             .get(INITIAL_EVENTS_END)
                             .is_some_and(|v| v == "true")
                         {

@@ -156,7 +156,7 @@ impl Filter {
         {
             return false;
         }
-        if !self.labels.matches(&obj.meta().labels) {
+        if !self.labels.matches(obj.meta().labels()) {
             return false;
         }
         let values = match FieldValues::of(obj, &self.kind_fields) {

@@ -22,7 +22,7 @@ use super::deployment_parts;
 use super::proto_json;
 use crate::object::varint::{self, VarintError};
 use crate::object::{
-    self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMap, Time, WatchEvent,
+    self, DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, StrMapRef, Time, WatchEvent,
 };
 use crate::sim::Templates;
 use crate::sim::json_rest;
@@ -245,8 +245,9 @@ impl JsonTranscoder {
         for k in ["apiVersion", "kind", "metadata"] {
             doc.remove(k);
         }
-        let mut meta = obj.meta().clone();
+        let mut meta = obj.meta().to_fields();
         meta.managed_fields.clear();
+        let meta = ObjectMeta::from(meta);
         if let Some(twin) = self.twins.values().flatten().find(|t| t.rest_value == doc) {
             return Ok(twin.stripped.with_meta(meta)?);
         }
@@ -282,7 +283,7 @@ impl JsonTranscoder {
         let obj = match event {
             WatchEvent::Error(_) => return Ok(object::encode_watch_line(event, out)?),
             WatchEvent::Bookmark(o) if o.encoding() == Encoding::Protobuf => {
-                let end = o.meta().annotations.get("k8s.io/initial-events-end");
+                let end = o.meta().annotations().get("k8s.io/initial-events-end");
                 let b = WatchEvent::bookmark(
                     o.gvk_arc().clone(),
                     o.resource_version(),
@@ -355,47 +356,46 @@ pub(crate) fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
             o.insert(k.to_owned(), Value::from(v));
         }
     };
-    put("name", &m.name);
-    put("generateName", &m.generate_name);
-    put("namespace", &m.namespace);
-    put("uid", &m.uid);
-    put("resourceVersion", &m.resource_version);
-    if let Some(g) = m.generation {
+    put("name", m.name());
+    put("generateName", m.generate_name());
+    put("namespace", m.namespace());
+    put("uid", m.uid());
+    put("resourceVersion", m.resource_version());
+    if let Some(g) = m.generation() {
         o.insert("generation".into(), g.into());
     }
     let time = |t: &Time| Value::from(t.to_rfc3339());
-    if let Some(t) = &m.creation_timestamp {
+    if let Some(t) = &m.creation_timestamp() {
         o.insert("creationTimestamp".into(), time(t));
     }
-    if let Some(t) = &m.deletion_timestamp {
+    if let Some(t) = &m.deletion_timestamp() {
         o.insert("deletionTimestamp".into(), time(t));
     }
-    if let Some(s) = m.deletion_grace_period_seconds {
+    if let Some(s) = m.deletion_grace_period_seconds() {
         o.insert("deletionGracePeriodSeconds".into(), s.into());
     }
-    let map = |m: &StrMap| {
+    let map = |m: StrMapRef<'_>| {
         Value::Object(
             m.iter()
-                .map(|(k, v)| (k.to_string(), Value::from(&**v)))
+                .map(|(k, v)| (k.to_string(), Value::from(v)))
                 .collect(),
         )
     };
-    if !m.labels.is_empty() {
-        o.insert("labels".into(), map(&m.labels));
+    if !m.labels().is_empty() {
+        o.insert("labels".into(), map(m.labels()));
     }
-    if !m.annotations.is_empty() {
-        o.insert("annotations".into(), map(&m.annotations));
+    if !m.annotations().is_empty() {
+        o.insert("annotations".into(), map(m.annotations()));
     }
-    if !m.owner_references.is_empty() {
+    if !m.owner_references().is_empty() {
         let refs = m
-            .owner_references
-            .iter()
+            .owner_references()
             .map(|r| {
                 let mut e = Map::new();
-                e.insert("apiVersion".into(), (&*r.api_version).into());
-                e.insert("kind".into(), (&*r.kind).into());
-                e.insert("name".into(), (&*r.name).into());
-                e.insert("uid".into(), (&*r.uid).into());
+                e.insert("apiVersion".into(), r.api_version.into());
+                e.insert("kind".into(), r.kind.into());
+                e.insert("name".into(), r.name.into());
+                e.insert("uid".into(), r.uid.into());
                 if let Some(c) = r.controller {
                     e.insert("controller".into(), c.into());
                 }
@@ -407,15 +407,15 @@ pub(crate) fn meta_json(m: &ObjectMeta) -> Result<Vec<u8>, TranscodeError> {
             .collect();
         o.insert("ownerReferences".into(), Value::Array(refs));
     }
-    if !m.finalizers.is_empty() {
+    if !m.finalizers().is_empty() {
         o.insert(
             "finalizers".into(),
-            m.finalizers.iter().map(|f| Value::from(&**f)).collect(),
+            m.finalizers().map(Value::from).collect(),
         );
     }
-    if !m.managed_fields.is_empty() {
-        let mut entries = Vec::with_capacity(m.managed_fields.len());
-        for raw in &m.managed_fields {
+    if !m.managed_fields().is_empty() {
+        let mut entries = Vec::with_capacity(m.managed_fields().len());
+        for raw in m.managed_fields() {
             entries.push(managed_entry(raw)?);
         }
         o.insert("managedFields".into(), Value::Array(entries));

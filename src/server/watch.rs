@@ -119,9 +119,9 @@ fn select(
         }
         WatchEvent::Added(o) | WatchEvent::Modified(o) => match selected.remove(o.key_ref()) {
             Some(last) => {
-                let mut meta = last.meta().clone();
-                meta.resource_version.clone_from(&o.meta().resource_version);
-                Some(WatchEvent::Deleted(last.with_meta(meta)?))
+                let mut meta = last.meta().to_fields();
+                meta.resource_version = o.meta().resource_version().into();
+                Some(WatchEvent::Deleted(last.with_meta(meta.into())?))
             }
             None => None,
         },

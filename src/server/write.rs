@@ -222,7 +222,7 @@ impl Api {
             Some(o) => Some(Rest::Json(members(&o)?)),
             None => None,
         };
-        validate(self.sim.gvk(), obj.meta(), &rest, old.as_ref()).map_err(status)
+        validate(self.sim.gvk(), &obj.meta().to_fields(), &rest, old.as_ref()).map_err(status)
     }
 
     /// The object at `key` as a JSON document.
@@ -313,7 +313,7 @@ impl Api {
         if !obj.namespace().is_empty() {
             meta["namespace"] = obj.namespace().into();
         }
-        if let Some(t) = &obj.meta().creation_timestamp {
+        if let Some(t) = &obj.meta().creation_timestamp() {
             meta["creationTimestamp"] = t.to_rfc3339().into();
         }
         Ok(json!({
@@ -394,11 +394,11 @@ impl Api {
             Some(i32::try_from(replicas).unwrap_or(i32::MAX));
         let raw = d.encode_to_vec();
         let obj = object::decode(encode_envelope(cur.gvk(), &raw)).map_err(decode_err)?;
-        let mut meta = obj.meta().clone();
+        let mut meta = obj.meta().to_fields();
         if let Some(rv) = rv {
             meta.resource_version = rv.into();
         }
-        obj.with_meta(meta).map_err(decode_err)
+        obj.with_meta(meta.into()).map_err(decode_err)
     }
 }
 

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use super::Templates;
 use crate::object::{
-    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMap, WatchEvent,
+    DecodeError, Encoding, GroupVersionKind, Object, ObjectMeta, Str, StrMapRef, WatchEvent,
     WatchEventType, encode_envelope, encode_object_meta, encode_watch_frame, encode_watch_line,
     varint,
 };
@@ -142,10 +142,11 @@ impl Codec {
     /// The static metadata of `meta` (its resourceVersion, generation and labels are left
     /// out): protobuf `ObjectMeta` fields, or JSON members without braces.
     pub(crate) fn static_meta(&self, meta: &ObjectMeta) -> Result<Bytes, DecodeError> {
-        let mut m = meta.clone();
+        let mut m = meta.to_fields();
         m.resource_version = Str::default();
         m.generation = None;
         m.labels.clear();
+        let m = ObjectMeta::from(m);
         match self.encoding {
             Encoding::Protobuf => {
                 let mut out = Vec::with_capacity(256);
@@ -172,7 +173,7 @@ impl Codec {
     }
 
     /// Encodes `labels` without [`VERSION_LABEL`], and returns that label's value apart.
-    pub(crate) fn labels(&self, labels: &StrMap) -> (Bytes, Option<String>) {
+    pub(crate) fn labels(&self, labels: StrMapRef<'_>) -> (Bytes, Option<String>) {
         let mut out = Vec::new();
         for (k, v) in labels.iter().filter(|(k, _)| *k != VERSION_LABEL) {
             self.put_label(&mut out, k, v);

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::codec::json_rest;
-use crate::object::{DecodeError, Encoding, Object, ObjectMeta, varint};
+use crate::object::{DecodeError, Encoding, Object, ObjectMetaFields, varint};
 
 /// A top-level part a write can replace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +194,6 @@ impl Rest {
 ///
 /// # Errors
 /// When its bytes do not decode.
-pub(crate) fn split(obj: &Object) -> Result<(ObjectMeta, Rest), DecodeError> {
-    Ok((obj.meta().clone(), Rest::of(obj)?))
+pub(crate) fn split(obj: &Object) -> Result<(ObjectMetaFields, Rest), DecodeError> {
+    Ok((obj.meta().to_fields(), Rest::of(obj)?))
 }

@@ -19,7 +19,8 @@ use super::state::{Rec, State};
 use super::truth::Truth;
 use super::watch::SimWatch;
 use crate::object::{
-    Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta, WatchFormat, parse_resource_version,
+    Encoding, GroupVersionKind, Object, ObjectKey, ObjectMetaFields, WatchFormat,
+    parse_resource_version,
 };
 use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
 
@@ -383,7 +384,7 @@ impl SimServer {
     pub fn update_with(
         &self,
         key: &ObjectKey,
-        change: impl FnOnce(&mut ObjectMeta),
+        change: impl FnOnce(&mut ObjectMetaFields),
     ) -> Result<Arc<Object>, SimError> {
         self.change(|st, cfg| st.update_meta(cfg, key, change))
             .map(|r| object_of(&r))

@@ -17,8 +17,8 @@ use super::request::SimRequest;
 use super::rng::{SimRng, mix};
 use super::vary::Variation;
 use crate::object::{
-    self, DecodeError, Object, ObjectKey, ObjectMeta, OwnerReference, Str, Time, WatchEvent,
-    WatchEventType,
+    self, DecodeError, Object, ObjectKey, ObjectMeta, ObjectMetaFields, OwnerReference, Str, Time,
+    WatchEvent, WatchEventType,
 };
 
 /// Creation timestamps are this many seconds after the epoch plus the object's resourceVersion
@@ -206,17 +206,17 @@ impl State {
         app: u32,
     ) -> ObjectMeta {
         let t = template.meta();
-        let mut m = t.clone();
+        let mut m = t.to_fields();
         let app_name = format!("app-{app}");
         let hash = format!("{:08x}", mix(cfg.seed ^ u64::from(app)) as u32);
         let deployment = named_by_app(cfg);
         m.name = name.into();
-        m.generate_name = if t.generate_name.is_empty() || deployment {
+        m.generate_name = if t.generate_name().is_empty() || deployment {
             Str::default()
         } else {
             format!("{app_name}-{hash}-").into()
         };
-        m.namespace = if t.namespace.is_empty() {
+        m.namespace = if t.namespace().is_empty() {
             Str::default()
         } else {
             namespace.into()
@@ -249,7 +249,7 @@ impl State {
         }
         if deployment {
             m.owner_references.clear();
-        } else if !t.owner_references.is_empty() {
+        } else if !t.owner_references().is_empty() {
             // One controlling owner per namespace and app, with a stable uid: owner indexes
             // see real groups, and ReplicaSets of two namespaces are two objects.
             let ns_hash = m
@@ -266,7 +266,7 @@ impl State {
                 block_owner_deletion: Some(true),
             }];
         }
-        m
+        m.into()
     }
 
     /// Creates `namespace/name` from a random template, with generated labels.
@@ -288,8 +288,8 @@ impl State {
             return Err(SimError::AlreadyExists(key));
         }
         let static_meta = self.codec.static_meta(&meta)?;
-        let (labels, version) = self.codec.labels(&meta.labels);
-        let created = meta.creation_timestamp.as_ref().map_or(0, |t| t.seconds);
+        let (labels, version) = self.codec.labels(meta.labels());
+        let created = meta.creation_timestamp().as_ref().map_or(0, |t| t.seconds);
         let vary_seed = if self.variation.is_some() {
             (self.rng.next_u64(), created)
         } else {
@@ -380,17 +380,18 @@ impl State {
         &mut self,
         cfg: &SimConfig,
         key: &ObjectKey,
-        change: impl FnOnce(&mut ObjectMeta),
+        change: impl FnOnce(&mut ObjectMetaFields),
     ) -> Result<Arc<Rec>, SimError> {
         let prev = self.current(key)?;
         let obj = prev.object()?;
         let old = obj.meta();
-        let mut meta = old.clone();
+        let mut meta = old.to_fields();
         change(&mut meta);
-        meta.name.clone_from(&old.name);
-        meta.namespace.clone_from(&old.namespace);
+        meta.name = old.name().into();
+        meta.namespace = old.namespace().into();
+        let meta = ObjectMeta::from(meta);
         let static_meta = self.codec.static_meta(&meta)?;
-        let (labels, version) = self.codec.labels(&meta.labels);
+        let (labels, version) = self.codec.labels(meta.labels());
         let rec = Rec {
             template: prev.template,
             rest: prev.rest.clone(),

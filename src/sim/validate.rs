@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::rest::Rest;
 use super::status::invalid;
 use crate::object::{
-    ApiStatus, GroupVersionKind, ObjectMeta, is_dns_subdomain, is_label_key, is_label_value,
+    ApiStatus, GroupVersionKind, ObjectMetaFields, is_dns_subdomain, is_label_key, is_label_value,
 };
 
 /// Most bytes of annotations (keys and values) an object may carry.
@@ -32,7 +32,7 @@ fn is_dns_label(s: &str) -> bool {
 /// A 422 Invalid `Status` worded as upstream words it.
 pub(crate) fn validate(
     gvk: &GroupVersionKind,
-    meta: &ObjectMeta,
+    meta: &ObjectMetaFields,
     rest: &Rest,
     old: Option<&Rest>,
 ) -> Result<(), ApiStatus> {

@@ -15,7 +15,9 @@ use super::server::SimServer;
 use super::state::{Rec, State};
 use super::status::{self, MODIFIED, bad_request, conflict, invalid};
 use super::validate::validate;
-use crate::object::{ApiStatus, Object, ObjectKey, ObjectMeta, Str, Time, WatchEventType};
+use crate::object::{
+    ApiStatus, Object, ObjectKey, ObjectMeta, ObjectMetaFields, Str, Time, WatchEventType,
+};
 use crate::reflector::ApiError;
 
 /// Which part of an object an update writes (upstream: the main resource's strategy keeps
@@ -327,10 +329,10 @@ impl SimServer {
                     ),
                 )));
             }
-            if !old.meta().finalizers.is_empty() {
+            if !old.meta().finalizers().is_empty() {
                 // Finalizers hold the object: it is marked for deletion (once) and stays until
                 // an update removes the last one.
-                if old.meta().deletion_timestamp.is_some() {
+                if old.meta().deletion_timestamp().is_some() {
                     return Ok(Ok(prev));
                 }
                 let (mut meta, rest) = split(&old)?;
@@ -368,7 +370,7 @@ impl SimServer {
 }
 
 /// Fields only the server sets: kept from the stored object whatever the client sent.
-fn keep_system_fields(meta: &mut ObjectMeta, old: &ObjectMeta) {
+fn keep_system_fields(meta: &mut ObjectMetaFields, old: &ObjectMetaFields) {
     meta.name.clone_from(&old.name);
     meta.namespace.clone_from(&old.namespace);
     meta.uid.clone_from(&old.uid);
@@ -382,8 +384,8 @@ fn keep_system_fields(meta: &mut ObjectMeta, old: &ObjectMeta) {
 }
 
 /// Whether two metadata are equal but for resourceVersion and generation.
-fn same_meta(a: &ObjectMeta, b: &ObjectMeta) -> bool {
-    let strip = |m: &ObjectMeta| {
+fn same_meta(a: &ObjectMetaFields, b: &ObjectMetaFields) -> bool {
+    let strip = |m: &ObjectMetaFields| {
         let mut m = m.clone();
         m.resource_version = Str::default();
         m.generation = None;
@@ -399,14 +401,15 @@ impl State {
         &mut self,
         cfg: &SimConfig,
         kind: WatchEventType,
-        meta: ObjectMeta,
+        meta: ObjectMetaFields,
         rest: &Rest,
         template: usize,
         prev: Option<Arc<Rec>>,
     ) -> Result<Arc<Rec>, SimError> {
+        let meta = ObjectMeta::from(meta);
         let key = meta.key();
         let static_meta = self.codec.static_meta(&meta)?;
-        let (labels, version) = self.codec.labels(&meta.labels);
+        let (labels, version) = self.codec.labels(meta.labels());
         let rec = Rec {
             template,
             rest: Some(rest.encode()?),
@@ -414,7 +417,7 @@ impl State {
             static_meta,
             labels,
             version,
-            generation: meta.generation.unwrap_or(1),
+            generation: meta.generation().unwrap_or(1),
             wire: Bytes::new(),
             obj: OnceLock::new(),
         };

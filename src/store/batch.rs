@@ -22,13 +22,13 @@ pub enum Op {
 /// use std::sync::Arc;
 ///
 /// use bytes::Bytes;
-/// use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
+/// use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMetaFields};
 /// use informer::store::{WriteBatch, StoreConfig, store};
 ///
 /// let pod = |name: &str| {
-///     let meta = ObjectMeta { name: name.into(), namespace: "default".into(), ..Default::default() };
+///     let meta = ObjectMetaFields { name: name.into(), namespace: "default".into(), ..Default::default() };
 ///     let gvk = Arc::new(GroupVersionKind::new("", "v1", "Pod"));
-///     Arc::new(Object::from_parts(gvk, meta, Bytes::new(), Encoding::Protobuf))
+///     Arc::new(Object::from_parts(gvk, meta.into(), Bytes::new(), Encoding::Protobuf))
 /// };
 /// let (reader, mut writer) = store(StoreConfig::default());
 ///

@@ -42,7 +42,7 @@ pub type IndexFunc = Arc<dyn Fn(&Object) -> Result<IndexValues, IndexError> + Se
 ///
 /// // Index pods by node name, kept here in a label for the example.
 /// let by_node = index_func(|obj| {
-///     Ok(obj.meta().labels.get("node").map(|n| smallvec![n.to_string()]).unwrap_or_default())
+///     Ok(obj.meta().labels().get("node").map(|n| smallvec![n.to_string()]).unwrap_or_default())
 /// });
 /// # let _ = by_node;
 /// ```
@@ -90,7 +90,7 @@ fn builtins() -> &'static Builtins {
         labels: index_func(|obj| {
             Ok(obj
                 .meta()
-                .labels
+                .labels()
                 .iter()
                 .map(|(k, v)| {
                     let mut s = String::with_capacity(k.len() + 1 + v.len());
@@ -104,8 +104,7 @@ fn builtins() -> &'static Builtins {
         owner_uid: index_func(|obj| {
             Ok(obj
                 .meta()
-                .owner_references
-                .iter()
+                .owner_references()
                 .map(|o| o.uid.to_string())
                 .collect())
         }),
@@ -179,7 +178,7 @@ impl Builtin {
         match self {
             Builtin::Namespace => obj.namespace().len(),
             Builtin::Labels => {
-                let labels = &obj.meta().labels;
+                let labels = &obj.meta().labels();
                 let mut it = labels.iter();
                 match (it.next(), it.next_back()) {
                     (Some((k, v)), Some((k2, v2))) => first(k) ^ first(v) ^ first(k2) ^ first(v2),
@@ -189,9 +188,9 @@ impl Builtin {
             }
             Builtin::OwnerUid => obj
                 .meta()
-                .owner_references
-                .first()
-                .map_or(0, |o| first(&o.uid)),
+                .owner_references()
+                .next()
+                .map_or(0, |o| first(o.uid)),
             Builtin::Uid => first(obj.uid()),
             Builtin::Custom => 0,
         }
@@ -204,12 +203,12 @@ impl Builtin {
             // Same key text `namespace/name` (or `name`) and same namespace length: the
             // namespaces are the same prefix of that text, without reading either.
             Builtin::Namespace => old.namespace().len() == new.namespace().len(),
-            Builtin::Labels => old.meta().labels == new.meta().labels,
-            Builtin::OwnerUid => old.meta().owner_references.iter().map(|o| &o.uid).eq(new
+            Builtin::Labels => old.meta().labels() == new.meta().labels(),
+            Builtin::OwnerUid => old
                 .meta()
-                .owner_references
-                .iter()
-                .map(|o| &o.uid)),
+                .owner_references()
+                .map(|o| o.uid)
+                .eq(new.meta().owner_references().map(|o| o.uid)),
             Builtin::Uid => old.uid() == new.uid(),
             Builtin::Custom => false,
         }

@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use crate::object::encoding::Encoding;
 use crate::object::meta::{GroupVersionKind, ObjectMeta};
+use crate::object::meta_fields::ObjectMetaFields;
 use crate::object::protobuf::encode_object_meta;
 use crate::object::protowire::put_bytes;
 use crate::object::status::ApiStatus;
@@ -99,7 +100,7 @@ impl WatchEvent {
         initial_events_end: bool,
         encoding: Encoding,
     ) -> Self {
-        let mut meta = ObjectMeta {
+        let mut meta = ObjectMetaFields {
             resource_version: resource_version.into(),
             ..Default::default()
         };
@@ -107,6 +108,7 @@ impl WatchEvent {
             meta.annotations
                 .insert("k8s.io/initial-events-end".into(), "true".into());
         }
+        let meta = ObjectMeta::from(meta);
         let raw = match encoding {
             Encoding::Protobuf => {
                 let mut m = Vec::new();
