@@ -113,31 +113,6 @@ fn compacted_objects_equal_the_originals() {
 }
 
 #[test]
-fn repeated_strings_are_shared_across_objects() {
-    let obj = object::decode(fixture(FIXTURES[0])).unwrap();
-    let mut renamed = obj.meta().to_fields();
-    renamed.name = "another-pod".into();
-    renamed.uid = "0d4b5e2c-0000-4000-8000-000000000001".into();
-    let sibling = obj.with_meta(ObjectMeta::from(renamed)).unwrap();
-    let mut c = Compactor::new(dict_of(&obj));
-    let (a, b) = (c.compact(&obj).unwrap(), c.compact(&sibling).unwrap());
-    assert_eq!(b.name(), "another-pod");
-    let same = |x: &str, y: &str| x.as_ptr() == y.as_ptr() && !x.is_empty();
-    assert!(same(a.meta().namespace(), b.meta().namespace()));
-    let (ka, va) = a
-        .meta()
-        .labels()
-        .iter()
-        .next()
-        .expect("the fixture has labels");
-    let (kb, vb) = b.meta().labels().iter().next().unwrap();
-    assert!(same(ka, kb) && same(va, vb), "label key and value shared");
-    // Names and uids are the object's own.
-    assert!(!same(a.meta().name(), b.meta().name()));
-    assert!(c.shared_strings() > 0);
-}
-
-#[test]
 fn a_dictionary_that_does_not_load_is_a_typed_error() {
     // zstd's dictionary magic, then a header zstd cannot parse.
     let mut bad = 0xEC30_A437u32.to_le_bytes().to_vec();

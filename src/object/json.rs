@@ -15,10 +15,8 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{GroupVersionKind, ObjectMeta};
-use super::meta_fields::{ObjectMetaFields, OwnerReference};
+use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, SINGLE_STRINGS, owner_flags};
 use super::meta_view::StrMapRef;
-use super::text::{Str, StrMap};
 use super::time::Time;
 use super::value::Object;
 
@@ -226,41 +224,22 @@ struct JsonOwnerRefOut<'a> {
     block_owner_deletion: Option<bool>,
 }
 
-/// Turns decoded JSON strings into [`Str`]s: a borrowed string becomes a slice of the
-/// metadata's bytes (no copy), an unescaped one takes over its `String`.
-struct Slicer {
-    /// The `metadata` member's text; borrowed strings lie inside it.
-    text: Str,
-}
-
-impl Slicer {
-    fn str(&self, s: JStr<'_>) -> Str {
-        match s.0 {
-            Cow::Borrowed(b) => {
-                let start = (b.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
-                if start <= self.text.len() && b.len() <= self.text.len() - start {
-                    self.text.slice_ref(b)
-                } else {
-                    // Not from the metadata text (cannot happen with serde_json): copy it.
-                    Str::from(b)
-                }
-            }
-            Cow::Owned(o) => Str::from(o),
+/// Map entries in key order, of a repeated key the last (Go's `json.Unmarshal` into a map).
+fn sorted_entries(m: Option<JMap<'_>>) -> Vec<(JStr<'_>, JStr<'_>)> {
+    let mut entries = m.map(|m| m.0).unwrap_or_default();
+    if entries.windows(2).all(|w| w[0].0.0 < w[1].0.0) {
+        return entries;
+    }
+    // Stable: of equal keys the last read is the last in its run.
+    entries.sort_by(|a, b| a.0.0.cmp(&b.0.0));
+    let mut out: Vec<(JStr<'_>, JStr<'_>)> = Vec::with_capacity(entries.len());
+    for e in entries {
+        match out.last_mut() {
+            Some(last) if last.0.0 == e.0.0 => *last = e,
+            _ => out.push(e),
         }
     }
-
-    fn opt(&self, s: Option<JStr<'_>>) -> Str {
-        s.map(|s| self.str(s)).unwrap_or_default()
-    }
-
-    fn map(&self, m: Option<JMap<'_>>) -> StrMap {
-        let mut out = StrMap::new();
-        for (k, v) in m.map(|m| m.0).unwrap_or_default() {
-            out.push_unordered(self.str(k), self.str(v));
-        }
-        out.finish();
-        out
-    }
+    out
 }
 
 fn json_err(e: &serde_json::Error, base: u64) -> DecodeError {
@@ -285,15 +264,6 @@ pub(crate) fn decode_meta(
 ) -> Result<ObjectMeta, DecodeError> {
     let ObjectOnly(m): ObjectOnly<JsonMeta<'_>> =
         serde_json::from_str(raw.get()).map_err(|e| json_err(&e, base))?;
-    let text = raw.get();
-    let start = offset_in(input, text.as_bytes()) as usize;
-    let text = if start <= input.len() && text.len() <= input.len() - start {
-        // A `&str` is UTF-8: the check cannot fail, it only costs one pass over the metadata.
-        Str::try_from(input.slice(start..start + text.len())).unwrap_or_else(|_| Str::from(text))
-    } else {
-        Str::from(text)
-    };
-    let sl = Slicer { text };
     let time = |s: Option<JStr<'_>>| -> Result<Option<Time>, DecodeError> {
         s.map(|s| parse_time(&s.0))
             .transpose()
@@ -304,45 +274,68 @@ pub(crate) fn decode_meta(
                 message,
             })
     };
-    Ok(ObjectMetaFields {
-        name: sl.opt(m.name),
-        generate_name: sl.opt(m.generate_name),
-        namespace: sl.opt(m.namespace),
-        uid: sl.opt(m.uid),
-        resource_version: sl.opt(m.resource_version),
+    let scalars = MetaScalars {
         generation: m.generation,
         creation_timestamp: time(m.creation_timestamp)?,
         deletion_timestamp: time(m.deletion_timestamp)?,
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        labels: sl.map(m.labels),
-        annotations: sl.map(m.annotations),
-        owner_references: m
-            .owner_references
-            .unwrap_or_default()
-            .into_iter()
-            .map(|o| OwnerReference {
-                api_version: sl.str(o.api_version),
-                kind: sl.str(o.kind),
-                name: sl.str(o.name),
-                uid: sl.str(o.uid),
-                controller: o.controller,
-                block_owner_deletion: o.block_owner_deletion,
-            })
-            .collect(),
-        finalizers: m
-            .finalizers
-            .unwrap_or_default()
-            .into_iter()
-            .map(|f| sl.str(f))
-            .collect(),
-        managed_fields: m
-            .managed_fields
-            .filter(|v| v.get() != "null")
-            .map(|v| input.slice_ref(v.get().as_bytes()))
-            .into_iter()
-            .collect(),
+    };
+    let (labels, annotations) = (sorted_entries(m.labels), sorted_entries(m.annotations));
+    let owners = m.owner_references.unwrap_or_default();
+    let finalizers = m.finalizers.unwrap_or_default();
+    let mut text = String::with_capacity(raw.get().len());
+    let mut ends = Vec::with_capacity(
+        SINGLE_STRINGS
+            + 2 * (labels.len() + annotations.len())
+            + 5 * owners.len()
+            + finalizers.len(),
+    );
+    let mut push = |s: &str| {
+        text.push_str(s);
+        ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+    };
+    for s in [
+        &m.name,
+        &m.generate_name,
+        &m.namespace,
+        &m.uid,
+        &m.resource_version,
+    ] {
+        push(s.as_ref().map_or("", |s| &s.0));
     }
-    .into())
+    for (k, v) in labels.iter().chain(&annotations) {
+        push(&k.0);
+        push(&v.0);
+    }
+    for o in &owners {
+        for s in [&o.api_version, &o.kind, &o.name, &o.uid] {
+            push(&s.0);
+        }
+    }
+    for f in &finalizers {
+        push(&f.0);
+    }
+    ends.extend(
+        owners
+            .iter()
+            .map(|o| owner_flags(o.controller, o.block_owner_deletion)),
+    );
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let counts = Counts {
+        labels: count(labels.len()),
+        annotations: count(annotations.len()),
+        owners: count(owners.len()),
+        finalizers: count(finalizers.len()),
+    };
+    let managed: Box<[Bytes]> = m
+        .managed_fields
+        .filter(|v| v.get() != "null")
+        .map(|v| input.slice_ref(v.get().as_bytes()))
+        .into_iter()
+        .collect();
+    Ok(ObjectMeta::from_packed(
+        &text, &ends, counts, scalars, managed,
+    ))
 }
 
 /// Offset of `part` inside `whole` (both from the same allocation).

@@ -1,16 +1,54 @@
-//! Borrowed views of an [`ObjectMeta`](super::ObjectMeta)'s repeated fields: [`StrMapRef`]
-//! (labels, annotations) and [`OwnerRef`] (one owner reference).
+//! Borrowed views of an [`ObjectMeta`](super::ObjectMeta)'s packed strings: [`StrMapRef`]
+//! (labels, annotations), [`OwnerRef`]s ([`OwnerRefs`]) and [`Finalizers`].
 
 use std::fmt;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use super::meta_fields::OwnerReference;
-use super::text::{Str, StrMap};
+use super::text::StrMap;
+
+/// Bits of an owner reference's flags word: `controller` present, and its value.
+pub(crate) const OWNER_CONTROLLER_SET: u32 = 1;
+pub(crate) const OWNER_CONTROLLER: u32 = 2;
+/// Bits of an owner reference's flags word: `blockOwnerDeletion` present, and its value.
+pub(crate) const OWNER_BLOCKS_SET: u32 = 4;
+pub(crate) const OWNER_BLOCKS: u32 = 8;
+
+/// Strings packed back to back in `text`: string `i` ends at `ends[i]` and starts where string
+/// `i - 1` ends. Words of `ends` past the strings hold other data (owner flags).
+#[derive(Clone, Copy)]
+pub(crate) struct Pieces<'a> {
+    text: &'a str,
+    ends: &'a [u32],
+}
+
+impl<'a> Pieces<'a> {
+    pub(crate) fn new(text: &'a str, ends: &'a [u32]) -> Self {
+        Pieces { text, ends }
+    }
+
+    /// String `i`; empty when `i` or its ends are out of range (never for packed metadata).
+    pub(crate) fn get(self, i: usize) -> &'a str {
+        let Some(&end) = self.ends.get(i) else {
+            return "";
+        };
+        let start = match i.checked_sub(1) {
+            Some(j) => self.ends[j],
+            None => 0,
+        };
+        self.text.get(start as usize..end as usize).unwrap_or("")
+    }
+
+    /// Word `i` of `ends` (0 when out of range).
+    pub(crate) fn word(self, i: usize) -> u32 {
+        self.ends.get(i).copied().unwrap_or(0)
+    }
+}
 
 /// A borrowed string-to-string map in key order, keys unique: `metadata.labels` or
-/// `metadata.annotations` of an [`ObjectMeta`](super::ObjectMeta) (Go `map[string]string`).
-/// Cheap to copy; lookups by key are a binary search.
+/// `metadata.annotations` of an [`ObjectMeta`](super::ObjectMeta) (Go `map[string]string`), or
+/// a view of a [`StrMap`]. Cheap to copy; lookups by key are a binary search.
 ///
 /// # Examples
 /// ```
@@ -28,13 +66,26 @@ pub struct StrMapRef<'a> {
 #[derive(Clone, Copy)]
 enum Repr<'a> {
     Map(&'a StrMap),
+    /// `len` pairs of strings from `first`: key, value, key, value, …
+    Packed {
+        pieces: Pieces<'a>,
+        first: usize,
+        len: usize,
+    },
 }
 
 impl<'a> StrMapRef<'a> {
+    pub(crate) fn packed(pieces: Pieces<'a>, first: usize, len: usize) -> Self {
+        StrMapRef {
+            repr: Repr::Packed { pieces, first, len },
+        }
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         match self.repr {
             Repr::Map(m) => m.len(),
+            Repr::Packed { len, .. } => len,
         }
     }
 
@@ -50,6 +101,9 @@ impl<'a> StrMapRef<'a> {
                 let (k, v) = m.entry(i);
                 (k, v)
             }
+            Repr::Packed { pieces, first, .. } => {
+                (pieces.get(first + 2 * i), pieces.get(first + 2 * i + 1))
+            }
         }
     }
 
@@ -57,6 +111,19 @@ impl<'a> StrMapRef<'a> {
     pub fn get(&self, key: &str) -> Option<&'a str> {
         match self.repr {
             Repr::Map(m) => m.get(key).map(|v| &**v),
+            Repr::Packed { len, .. } => {
+                let (mut lo, mut hi) = (0, len);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    let (k, v) = self.entry(mid);
+                    match k.cmp(key) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return Some(v),
+                    }
+                }
+                None
+            }
         }
     }
 
@@ -240,17 +307,44 @@ impl<'a> From<&'a OwnerReference> for OwnerRef<'a> {
 }
 
 /// Iterator over an [`ObjectMeta`](super::ObjectMeta)'s owner references, in wire order.
-#[derive(Clone, Debug)]
-pub struct OwnerRefs<'a>(std::slice::Iter<'a, OwnerReference>);
+#[derive(Clone)]
+pub struct OwnerRefs<'a> {
+    pieces: Pieces<'a>,
+    /// Index of the first reference's first string, and of its flags word.
+    first: usize,
+    flags: usize,
+    front: usize,
+    back: usize,
+}
 
 impl<'a> OwnerRefs<'a> {
-    pub(super) fn new(refs: &'a [OwnerReference]) -> Self {
-        OwnerRefs(refs.iter())
+    pub(crate) fn new(pieces: Pieces<'a>, first: usize, flags: usize, len: usize) -> Self {
+        OwnerRefs {
+            pieces,
+            first,
+            flags,
+            front: 0,
+            back: len,
+        }
     }
 
     /// `true` when no reference is left.
     pub fn is_empty(&self) -> bool {
-        self.0.len() == 0
+        self.front == self.back
+    }
+
+    fn at(&self, i: usize) -> OwnerRef<'a> {
+        let s = |j: usize| self.pieces.get(self.first + 4 * i + j);
+        let flags = self.pieces.word(self.flags + i);
+        let flag = |set: u32, on: u32| (flags & set != 0).then_some(flags & on != 0);
+        OwnerRef {
+            api_version: s(0),
+            kind: s(1),
+            name: s(2),
+            uid: s(3),
+            controller: flag(OWNER_CONTROLLER_SET, OWNER_CONTROLLER),
+            block_owner_deletion: flag(OWNER_BLOCKS_SET, OWNER_BLOCKS),
+        }
     }
 }
 
@@ -258,34 +352,59 @@ impl<'a> Iterator for OwnerRefs<'a> {
     type Item = OwnerRef<'a>;
 
     fn next(&mut self) -> Option<OwnerRef<'a>> {
-        self.0.next().map(OwnerRef::from)
+        if self.front == self.back {
+            return None;
+        }
+        self.front += 1;
+        Some(self.at(self.front - 1))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        let n = self.back - self.front;
+        (n, Some(n))
     }
 }
 
 impl DoubleEndedIterator for OwnerRefs<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(OwnerRef::from)
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        Some(self.at(self.back))
     }
 }
 
 impl ExactSizeIterator for OwnerRefs<'_> {}
 
+impl fmt::Debug for OwnerRefs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
+}
+
 /// Iterator over an [`ObjectMeta`](super::ObjectMeta)'s finalizers, in wire order.
-#[derive(Clone, Debug)]
-pub struct Finalizers<'a>(std::slice::Iter<'a, Str>);
+#[derive(Clone)]
+pub struct Finalizers<'a> {
+    pieces: Pieces<'a>,
+    first: usize,
+    front: usize,
+    back: usize,
+}
 
 impl<'a> Finalizers<'a> {
-    pub(super) fn new(finalizers: &'a [Str]) -> Self {
-        Finalizers(finalizers.iter())
+    pub(crate) fn new(pieces: Pieces<'a>, first: usize, len: usize) -> Self {
+        Finalizers {
+            pieces,
+            first,
+            front: 0,
+            back: len,
+        }
     }
 
     /// `true` when no finalizer is left.
     pub fn is_empty(&self) -> bool {
-        self.0.len() == 0
+        self.front == self.back
     }
 }
 
@@ -293,21 +412,36 @@ impl<'a> Iterator for Finalizers<'a> {
     type Item = &'a str;
 
     fn next(&mut self) -> Option<&'a str> {
-        self.0.next().map(|s| &**s)
+        if self.front == self.back {
+            return None;
+        }
+        self.front += 1;
+        Some(self.pieces.get(self.first + self.front - 1))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        let n = self.back - self.front;
+        (n, Some(n))
     }
 }
 
 impl DoubleEndedIterator for Finalizers<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|s| &**s)
+        if self.front == self.back {
+            return None;
+        }
+        self.back -= 1;
+        Some(self.pieces.get(self.first + self.back))
     }
 }
 
 impl ExactSizeIterator for Finalizers<'_> {}
+
+impl fmt::Debug for Finalizers<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
+}
 
 impl Serialize for Finalizers<'_> {
     /// As a sequence of strings.

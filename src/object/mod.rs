@@ -34,7 +34,7 @@ pub(crate) mod varint;
 mod watch;
 
 pub use codec::decode;
-pub use compact::{Compactor, INTERN_LIMIT};
+pub use compact::Compactor;
 pub use dictionary::Dictionary;
 pub use encoding::{Encoding, MAGIC};
 pub use error::DecodeError;

@@ -9,12 +9,10 @@ use bytes::Bytes;
 
 use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
-use super::meta::{GroupVersionKind, ObjectMeta};
-use super::meta_fields::{ObjectMetaFields, OwnerReference};
+use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, SINGLE_STRINGS, owner_flags};
 use super::protowire::{
-    Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
+    Field, Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
-use super::text::{Str, StrMap};
 use super::time::Time;
 use super::value::Object;
 use super::varint;
@@ -168,120 +166,201 @@ pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Obje
 /// protobuf requires; all other top-level fields are skipped by length. Strings are slices of
 /// `raw` (no copy).
 pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
-    // The repeated fields are gathered in this thread's reused buffers and moved out in one
-    // allocation of their size each (sorted, unique map keys, as servers send them): growing
-    // five vectors entry by entry meant reallocations and copies in every watch event's
-    // decode. A nested call (none today) gets buffers of its own.
+    // Where each string lies is gathered in this thread's reused buffers, then the strings are
+    // copied into the metadata's one text buffer in `Counts` order. A nested call (none
+    // today) gets buffers of its own.
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => decode_object_meta_into(raw, &mut scratch),
-        Err(_) => decode_object_meta_into(raw, &mut Repeated::default()),
+        Ok(mut scratch) => {
+            let meta = decode_object_meta_into(raw, &mut scratch);
+            scratch.reset();
+            meta
+        }
+        Err(_) => decode_object_meta_into(raw, &mut Scan::default()),
     })
 }
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Repeated> = std::cell::RefCell::default();
+    static SCRATCH: std::cell::RefCell<Scan> = std::cell::RefCell::default();
 }
 
-/// The repeated fields of `ObjectMeta` while they are being read (see [`decode_object_meta`]).
+/// Where a string field's bytes lie in the object message, with the field it came from (for
+/// the error should it not be UTF-8).
+#[derive(Clone, Copy, Default)]
+struct Span {
+    start: usize,
+    end: usize,
+    message: &'static str,
+    field: u32,
+}
+
+/// What [`decode_object_meta`] has read of an `ObjectMeta` so far: the spans of its strings
+/// (a repeated single field keeps its last occurrence, as protobuf merges), its scalars and
+/// its managed-fields entries; then the packed text being assembled.
 #[derive(Default)]
-struct Repeated {
-    labels: Vec<(Str, Str)>,
-    annotations: Vec<(Str, Str)>,
-    owner_references: Vec<OwnerReference>,
-    finalizers: Vec<Str>,
-    managed_fields: Vec<Bytes>,
+struct Scan {
+    single: [Span; SINGLE_STRINGS],
+    labels: Vec<[Span; 2]>,
+    annotations: Vec<[Span; 2]>,
+    owners: Vec<([Span; 4], u32)>,
+    finalizers: Vec<Span>,
+    managed: Vec<(usize, usize)>,
+    scalars: MetaScalars,
+    text: Vec<u8>,
+    ends: Vec<u32>,
 }
 
-/// Entries a reused buffer keeps room for between decodes: one object with thousands of
-/// annotations must not leave megabytes reserved on every thread that decoded it.
+/// Entries (and text bytes, / 64) a reused buffer keeps room for between decodes: one object
+/// with thousands of annotations must not leave megabytes reserved on every thread that
+/// decoded it.
 const KEEP_ENTRIES: usize = 256;
 
-impl Repeated {
-    /// Empties every buffer (they would hold slices of a frame) and gives back room above
-    /// [`KEEP_ENTRIES`].
+impl Scan {
     fn reset(&mut self) {
-        fn reset<T>(v: &mut Vec<T>) {
+        fn reset<T>(v: &mut Vec<T>, keep: usize) {
             v.clear();
-            v.shrink_to(KEEP_ENTRIES);
+            v.shrink_to(keep);
         }
-        reset(&mut self.labels);
-        reset(&mut self.annotations);
-        reset(&mut self.owner_references);
-        reset(&mut self.finalizers);
-        reset(&mut self.managed_fields);
+        self.single = Default::default();
+        self.scalars = MetaScalars::default();
+        reset(&mut self.labels, KEEP_ENTRIES);
+        reset(&mut self.annotations, KEEP_ENTRIES);
+        reset(&mut self.owners, KEEP_ENTRIES);
+        reset(&mut self.finalizers, KEEP_ENTRIES);
+        reset(&mut self.managed, KEEP_ENTRIES);
+        reset(&mut self.text, 64 * KEEP_ENTRIES);
+        reset(&mut self.ends, 4 * KEEP_ENTRIES);
     }
 }
 
-/// Moves the entries out into a vector of exactly their number (none: no allocation).
-fn exact<T>(v: &mut Vec<T>) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len());
-    // One copy of the whole run (`collect` from a drain moved them one by one).
-    out.append(v);
-    v.shrink_to(KEEP_ENTRIES);
-    out
+fn span(r: &mut Reader<'_>, f: &Field, message: &'static str) -> Result<Span, DecodeError> {
+    let (start, end) = r.len_delimited(f)?;
+    Ok(Span {
+        start,
+        end,
+        message,
+        field: f.number,
+    })
 }
 
-fn decode_object_meta_into(raw: &Bytes, rep: &mut Repeated) -> Result<ObjectMeta, DecodeError> {
+fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, DecodeError> {
     // Empty already unless an earlier decode on this thread unwound part-way (a panic caught
-    // by the runtime): its entries must not join this object's.
-    rep.reset();
-    let mut meta = ObjectMetaFields::default();
+    // by the runtime).
+    scan.reset();
     let mut r = Reader::new(raw, 0, raw.len(), "object");
-    let read = (|| {
-        while let Some(f) = r.next_field()? {
-            if f.number == 1 {
-                let m = r.message(&f, "ObjectMeta")?;
-                merge_object_meta(m, &mut meta, rep)?;
-            } else {
-                r.skip(&f)?;
-            }
+    while let Some(f) = r.next_field()? {
+        if f.number == 1 {
+            let m = r.message(&f, "ObjectMeta")?;
+            merge_object_meta(m, scan)?;
+        } else {
+            r.skip(&f)?;
         }
-        Ok(())
-    })();
-    if let Err(e) = read {
-        // Nothing of a rejected object stays in the buffers (they hold slices of its bytes).
-        rep.reset();
-        return Err(e);
     }
-    meta.labels = StrMap::from_unsorted(exact(&mut rep.labels));
-    meta.annotations = StrMap::from_unsorted(exact(&mut rep.annotations));
-    meta.owner_references = exact(&mut rep.owner_references);
-    meta.finalizers = exact(&mut rep.finalizers);
-    meta.managed_fields = exact(&mut rep.managed_fields);
-    Ok(meta.into())
+    sort_map(raw, &mut scan.labels);
+    sort_map(raw, &mut scan.annotations);
+    let Scan {
+        single,
+        labels,
+        annotations,
+        owners,
+        finalizers,
+        managed,
+        scalars,
+        text,
+        ends,
+    } = scan;
+    // Every string is copied in `Counts` order, then the whole text is checked once: it is
+    // UTF-8 and each string ends on a char boundary exactly when every string is UTF-8.
+    let mut push = |s: &Span| {
+        text.extend_from_slice(&raw[s.start..s.end]);
+        ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+    };
+    single.iter().for_each(&mut push);
+    labels
+        .iter()
+        .chain(annotations.iter())
+        .flatten()
+        .for_each(&mut push);
+    owners.iter().flat_map(|(o, _)| o).for_each(&mut push);
+    finalizers.iter().for_each(&mut push);
+    let valid = std::str::from_utf8(text)
+        .ok()
+        .filter(|t| ends.iter().all(|&e| t.is_char_boundary(e as usize)));
+    let Some(valid) = valid else {
+        // Name the first string that is not UTF-8.
+        let culprit = single
+            .iter()
+            .chain(labels.iter().chain(annotations.iter()).flatten())
+            .chain(owners.iter().flat_map(|(o, _)| o))
+            .chain(finalizers.iter())
+            .find(|s| std::str::from_utf8(&raw[s.start..s.end]).is_err())
+            .copied()
+            .unwrap_or_default();
+        return Err(DecodeError::InvalidUtf8 {
+            message: culprit.message,
+            field: culprit.field,
+            offset: culprit.start as u64,
+        });
+    };
+    ends.extend(owners.iter().map(|(_, flags)| *flags));
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let counts = Counts {
+        labels: count(labels.len()),
+        annotations: count(annotations.len()),
+        owners: count(owners.len()),
+        finalizers: count(finalizers.len()),
+    };
+    let managed: Box<[Bytes]> = managed.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+    Ok(ObjectMeta::from_packed(
+        valid, ends, counts, *scalars, managed,
+    ))
 }
 
-/// Merges one `ObjectMeta` message into `m`; its repeated fields are appended to `rep` in
-/// wire order (label and annotation entries are sorted by [`StrMap::from_unsorted`] after).
-fn merge_object_meta(
-    mut r: Reader<'_>,
-    m: &mut ObjectMetaFields,
-    rep: &mut Repeated,
-) -> Result<(), DecodeError> {
+/// Sorts map entries by key and keeps the last value of a repeated key (protobuf and Go map
+/// semantics); entries that arrive sorted and unique (servers sort map keys) cost one pass.
+fn sort_map(raw: &[u8], entries: &mut Vec<[Span; 2]>) {
+    let key = |e: &[Span; 2]| &raw[e[0].start..e[0].end];
+    if entries.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+        return;
+    }
+    entries.sort_by(|a, b| key(a).cmp(key(b)));
+    // Stable sort: of equal keys the last one read is the last in the run.
+    let mut out: Vec<[Span; 2]> = Vec::with_capacity(entries.len());
+    for e in entries.drain(..) {
+        match out.last_mut() {
+            Some(last) if key(last) == key(&e) => *last = e,
+            _ => out.push(e),
+        }
+    }
+    *entries = out;
+}
+
+/// Merges one `ObjectMeta` message into `scan`; its repeated fields are appended in wire order
+/// (label and annotation entries are sorted by [`sort_map`] after).
+fn merge_object_meta(mut r: Reader<'_>, scan: &mut Scan) -> Result<(), DecodeError> {
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => m.name = r.str_slice(&f)?,
-            2 => m.generate_name = r.str_slice(&f)?,
-            3 => m.namespace = r.str_slice(&f)?,
-            5 => m.uid = r.str_slice(&f)?,
-            6 => m.resource_version = r.str_slice(&f)?,
-            7 => m.generation = Some(r.int64(&f)?),
-            8 => m.creation_timestamp = time(r.message(&f, "Time")?)?,
-            9 => m.deletion_timestamp = time(r.message(&f, "Time")?)?,
-            10 => m.deletion_grace_period_seconds = Some(r.int64(&f)?),
+            1 => scan.single[0] = span(&mut r, &f, "ObjectMeta")?,
+            2 => scan.single[1] = span(&mut r, &f, "ObjectMeta")?,
+            3 => scan.single[2] = span(&mut r, &f, "ObjectMeta")?,
+            5 => scan.single[3] = span(&mut r, &f, "ObjectMeta")?,
+            6 => scan.single[4] = span(&mut r, &f, "ObjectMeta")?,
+            7 => scan.scalars.generation = Some(r.int64(&f)?),
+            8 => scan.scalars.creation_timestamp = time(r.message(&f, "Time")?)?,
+            9 => scan.scalars.deletion_timestamp = time(r.message(&f, "Time")?)?,
+            10 => scan.scalars.deletion_grace_period_seconds = Some(r.int64(&f)?),
             11 | 12 => {
                 let entry = map_entry(r.message(&f, "ObjectMeta map entry")?)?;
                 if f.number == 11 {
-                    rep.labels.push(entry);
+                    scan.labels.push(entry);
                 } else {
-                    rep.annotations.push(entry);
+                    scan.annotations.push(entry);
                 }
             }
-            13 => rep
-                .owner_references
+            13 => scan
+                .owners
                 .push(owner_reference(r.message(&f, "OwnerReference")?)?),
-            14 => rep.finalizers.push(r.str_slice(&f)?),
-            17 => rep.managed_fields.push(r.bytes(&f)?),
+            14 => scan.finalizers.push(span(&mut r, &f, "ObjectMeta")?),
+            17 => scan.managed.push(r.len_delimited(&f)?),
             // 4 selfLink (deprecated), 15 clusterName and 16 initializers (retired), unknown.
             _ => r.skip(&f)?,
         }
@@ -305,32 +384,34 @@ fn time(mut r: Reader<'_>) -> Result<Option<Time>, DecodeError> {
     Ok(Some(t))
 }
 
-fn map_entry(mut r: Reader<'_>) -> Result<(Str, Str), DecodeError> {
-    let (mut k, mut v) = (Str::default(), Str::default());
+/// A map entry's key and value spans (an absent one is empty).
+fn map_entry(mut r: Reader<'_>) -> Result<[Span; 2], DecodeError> {
+    let mut kv = [Span::default(); 2];
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => k = r.str_slice(&f)?,
-            2 => v = r.str_slice(&f)?,
+            1 | 2 => kv[f.number as usize - 1] = span(&mut r, &f, "ObjectMeta map entry")?,
             _ => r.skip(&f)?,
         }
     }
-    Ok((k, v))
+    Ok(kv)
 }
 
-fn owner_reference(mut r: Reader<'_>) -> Result<OwnerReference, DecodeError> {
-    let mut o = OwnerReference::default();
+/// An owner reference's spans (apiVersion, kind, name, uid) and flags word.
+fn owner_reference(mut r: Reader<'_>) -> Result<([Span; 4], u32), DecodeError> {
+    let mut s = [Span::default(); 4];
+    let (mut controller, mut blocks) = (None, None);
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => o.kind = r.str_slice(&f)?,
-            3 => o.name = r.str_slice(&f)?,
-            4 => o.uid = r.str_slice(&f)?,
-            5 => o.api_version = r.str_slice(&f)?,
-            6 => o.controller = Some(r.bool(&f)?),
-            7 => o.block_owner_deletion = Some(r.bool(&f)?),
+            5 => s[0] = span(&mut r, &f, "OwnerReference")?,
+            1 => s[1] = span(&mut r, &f, "OwnerReference")?,
+            3 => s[2] = span(&mut r, &f, "OwnerReference")?,
+            4 => s[3] = span(&mut r, &f, "OwnerReference")?,
+            6 => controller = Some(r.bool(&f)?),
+            7 => blocks = Some(r.bool(&f)?),
             _ => r.skip(&f)?,
         }
     }
-    Ok(o)
+    Ok((s, owner_flags(controller, blocks)))
 }
 
 /// Encodes `meta` as an `ObjectMeta` message body (no tag, no length), in field order, the way
@@ -414,6 +495,7 @@ pub(crate) fn replace_meta(raw: &Bytes, meta: &ObjectMeta) -> Result<Bytes, Deco
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::ObjectMetaFields;
 
     /// A bare object message whose metadata has `labels` (and one finalizer per label).
     fn object(name: &str, labels: &[(&str, &str)]) -> Vec<u8> {

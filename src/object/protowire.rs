@@ -6,7 +6,6 @@
 use bytes::Bytes;
 
 use super::DecodeError;
-use super::text::Str;
 use super::varint::{self, VarintError};
 
 pub(crate) const WT_VARINT: u8 = 0;
@@ -143,16 +142,6 @@ impl<'a> Reader<'a> {
     /// A `string` field, UTF-8 checked.
     pub(crate) fn string(&mut self, f: &Field) -> Result<String, DecodeError> {
         Ok(self.str(f)?.to_owned())
-    }
-
-    /// A `string` field as a [`Str`] slice of the buffer (no copy), UTF-8 checked.
-    pub(crate) fn str_slice(&mut self, f: &Field) -> Result<Str, DecodeError> {
-        let (s, e) = self.len_delimited(f)?;
-        Str::try_from(self.buf.slice(s..e)).map_err(|_| DecodeError::InvalidUtf8 {
-            message: self.message,
-            field: f.number,
-            offset: s as u64,
-        })
     }
 
     /// A `string` field borrowed from the buffer, UTF-8 checked.

@@ -128,14 +128,6 @@ impl StrMap {
         self.entries.push((key, value));
     }
 
-    /// A map of `entries` in any order (a repeated key keeps its last value, as
-    /// [`StrMap::finish`] does); their vector becomes the map's storage.
-    pub(crate) fn from_unsorted(entries: Vec<(Str, Str)>) -> Self {
-        let mut m = StrMap { entries };
-        m.finish();
-        m
-    }
-
     /// Restores the invariant after [`StrMap::push_unordered`]: sorts by key (stable) and keeps
     /// the last value of a repeated key (protobuf and Go JSON map semantics: last one wins).
     /// O(n) when the entries already arrive sorted and unique (the API server sorts map keys).
