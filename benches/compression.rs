@@ -17,7 +17,8 @@
 //! order, best of 5 passes each, alternated).
 //!
 //! A third table splits the heap bytes each compact object holds (allocator count): the
-//! `Arc<Object>`, the metadata's entry vectors, the compressed body, and the rest (its strings).
+//! `Arc<Object>`, the metadata (packed strings, their ends, managed-fields handles), the
+//! compressed body, and the rest.
 //! The count adds two atomic updates to every allocation and free, in every timing alike.
 //!
 //! `cargo bench --bench compression` (about a minute).
@@ -122,7 +123,7 @@ fn best(passes: usize, objs: &[Arc<Object>], mut f: impl FnMut(&Arc<Object>) -> 
 struct Heap {
     total: f64,
     object: f64,
-    entries: f64,
+    meta: f64,
     body: f64,
 }
 
@@ -176,28 +177,22 @@ fn reads(objs: &[Arc<Object>], level: i32) -> Heap {
     heap
 }
 
-/// Splits `total` heap bytes of `objs` into the `Arc<Object>` blocks, the metadata's vectors
-/// (label, annotation, owner, finalizer and managed-fields entries: string handles) and the
-/// compressed bodies; the rest is the strings' own bytes, their buffers' headers and shares.
+/// Splits `total` heap bytes of `objs` into the `Arc<Object>` blocks, the metadata's packed
+/// strings and string ends (with their two `Arc` headers) and managed-fields handles
+/// ([`ObjectMeta::heap_len`](informer::object::ObjectMeta::heap_len)), and the compressed
+/// bodies; the rest is what those leave out (managed-fields copies, allocator rounding).
 fn heap_of(objs: &[Arc<Object>], total: isize) -> Heap {
     use std::mem::size_of;
     let n = objs.len() as f64;
-    let pair = size_of::<(informer::object::Str, informer::object::Str)>();
-    let entries: usize = objs
+    let arc_header = 2 * size_of::<usize>();
+    let meta: usize = objs
         .iter()
-        .map(|o| {
-            let m = o.meta();
-            (m.labels().len() + m.annotations().len()) * pair
-                + m.owner_references().len() * size_of::<informer::object::OwnerReference>()
-                + m.finalizers().len() * size_of::<informer::object::Str>()
-                + std::mem::size_of_val(m.managed_fields())
-        })
+        .map(|o| o.meta().heap_len() + 2 * arc_header)
         .sum();
     Heap {
         total: total as f64 / n,
-        // The `Arc`'s two counts, then the object.
-        object: (2 * size_of::<usize>() + size_of::<Object>()) as f64,
-        entries: entries as f64 / n,
+        object: (arc_header + size_of::<Object>()) as f64,
+        meta: meta as f64 / n,
         body: objs.iter().map(|o| o.cached_len()).sum::<usize>() as f64 / n,
     }
 }
@@ -320,7 +315,7 @@ fn main() {
     println!("\nHeap bytes per compact object (allocator count), varied corpus");
     println!(
         "{:<16} {:>8} {:>12} {:>14} {:>8} {:>18}",
-        "template", "total", "Arc<Object>", "meta entries", "body", "strings and rest"
+        "template", "total", "Arc<Object>", "metadata", "body", "rest"
     );
     for (name, h) in heaps {
         println!(
@@ -328,9 +323,9 @@ fn main() {
             name,
             h.total,
             h.object,
-            h.entries,
+            h.meta,
             h.body,
-            h.total - h.object - h.entries - h.body
+            h.total - h.object - h.meta - h.body
         );
     }
 }
