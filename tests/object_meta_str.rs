@@ -166,6 +166,71 @@ fn invalid_utf8_in_a_label_is_a_typed_error() {
     ));
 }
 
+/// Invalid UTF-8 is an error wherever it is, also in a string a later one replaces (a single
+/// field repeated, a repeated label key, a map entry's key given twice, an owner's name given
+/// twice) or split across two strings that are valid only together.
+#[test]
+fn invalid_utf8_in_a_replaced_or_split_string_is_a_typed_error() {
+    let owner = |names: &[&[u8]]| {
+        let mut o = Vec::new();
+        for n in names {
+            field(&mut o, 3, n);
+        }
+        o
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("name given twice", {
+            let mut m = Vec::new();
+            field(&mut m, 1, &[0xff]);
+            field(&mut m, 1, b"ok");
+            m
+        }),
+        ("label key repeated", {
+            let mut m = Vec::new();
+            label_entry(&mut m, b"k", &[0xff]);
+            label_entry(&mut m, b"k", b"v");
+            m
+        }),
+        ("map entry key given twice", {
+            let mut e = Vec::new();
+            field(&mut e, 1, &[0xff]);
+            field(&mut e, 1, b"k");
+            field(&mut e, 2, b"v");
+            let mut m = Vec::new();
+            field(&mut m, 11, &e);
+            m
+        }),
+        ("owner name given twice", {
+            let mut m = Vec::new();
+            field(&mut m, 13, &owner(&[&[0xff], b"n"]));
+            m
+        }),
+        ("é split across name and generateName", {
+            let mut m = Vec::new();
+            field(&mut m, 1, &[b'a', 0xc3]);
+            field(&mut m, 2, &[0xa9, b'b']);
+            m
+        }),
+    ];
+    for (what, meta) in cases {
+        match object::decode(object_with_meta(&meta)) {
+            Err(DecodeError::InvalidUtf8 { .. }) => {}
+            other => panic!("{what}: expected InvalidUtf8, got {other:?}"),
+        }
+    }
+    // The same shapes with valid strings decode, the last value winning.
+    let mut m = Vec::new();
+    field(&mut m, 1, b"first");
+    field(&mut m, 1, b"ok");
+    label_entry(&mut m, b"k", b"old");
+    label_entry(&mut m, b"k", b"v");
+    field(&mut m, 13, &owner(&[b"x", b"n"]));
+    let obj = object::decode(object_with_meta(&m)).unwrap();
+    assert_eq!(obj.name(), "ok");
+    assert_eq!(labels_of(&obj), [("k", "v")]);
+    assert_eq!(obj.meta().owner_references().next().unwrap().name, "n");
+}
+
 #[test]
 fn with_meta_does_not_keep_the_old_buffer() {
     let obj = object::decode(fixture("k8s-testdata/HEAD/core.v1.Pod.pb")).unwrap();

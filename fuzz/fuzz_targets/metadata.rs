@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta, StrMap};
+use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta, StrMapRef};
 use informer::wire::meta as pb;
 use informer_fuzz::assert_raw_in;
 use libfuzzer_sys::fuzz_target;
@@ -72,7 +72,7 @@ fn round_trips(obj: &object::Object) {
         .expect("without_managed_fields");
     let back =
         object::decode(lean.to_wire().unwrap()).expect("object without managed fields decodes");
-    let mut want = obj.meta().clone();
+    let mut want = obj.meta().to_fields();
     want.managed_fields.clear();
     assert_eq!(
         back.meta(),
@@ -85,21 +85,22 @@ fn round_trips(obj: &object::Object) {
 
 fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
     let s = |o: &Option<String>| o.clone().unwrap_or_default();
-    assert_eq!(m.name, s(&p.name), "name");
-    assert_eq!(m.generate_name, s(&p.generate_name), "generateName");
-    assert_eq!(m.namespace, s(&p.namespace), "namespace");
-    assert_eq!(m.uid, s(&p.uid), "uid");
+    assert_eq!(m.name(), s(&p.name), "name");
+    assert_eq!(m.generate_name(), s(&p.generate_name), "generateName");
+    assert_eq!(m.namespace(), s(&p.namespace), "namespace");
+    assert_eq!(m.uid(), s(&p.uid), "uid");
     assert_eq!(
-        m.resource_version,
+        m.resource_version(),
         s(&p.resource_version),
         "resourceVersion"
     );
-    assert_eq!(m.generation, p.generation, "generation");
+    assert_eq!(m.generation(), p.generation, "generation");
     assert_eq!(
-        m.deletion_grace_period_seconds, p.deletion_grace_period_seconds,
+        m.deletion_grace_period_seconds(),
+        p.deletion_grace_period_seconds,
         "deletionGracePeriodSeconds"
     );
-    let ours = |map: &StrMap| -> Vec<(String, String)> {
+    let ours = |map: StrMapRef<'_>| -> Vec<(String, String)> {
         map.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
@@ -107,21 +108,18 @@ fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
     let theirs = |map: &BTreeMap<String, String>| -> Vec<(String, String)> {
         map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     };
-    assert_eq!(ours(&m.labels), theirs(&p.labels), "labels");
-    assert_eq!(ours(&m.annotations), theirs(&p.annotations), "annotations");
+    assert_eq!(ours(m.labels()), theirs(&p.labels), "labels");
+    assert_eq!(ours(m.annotations()), theirs(&p.annotations), "annotations");
     assert!(
-        m.finalizers
-            .iter()
-            .map(|f| &**f)
-            .eq(p.finalizers.iter().map(String::as_str)),
+        m.finalizers().eq(p.finalizers.iter().map(String::as_str)),
         "finalizers"
     );
     assert_eq!(
-        m.owner_references.len(),
+        m.owner_references().len(),
         p.owner_references.len(),
         "ownerReferences"
     );
-    for (o, q) in m.owner_references.iter().zip(&p.owner_references) {
+    for (o, q) in m.owner_references().zip(&p.owner_references) {
         assert_eq!(o.kind, s(&q.kind));
         assert_eq!(o.name, s(&q.name));
         assert_eq!(o.uid, s(&q.uid));
@@ -130,7 +128,7 @@ fn agree(m: &ObjectMeta, p: &pb::ObjectMeta) {
         assert_eq!(o.block_owner_deletion, q.block_owner_deletion);
     }
     assert_eq!(
-        m.managed_fields.len(),
+        m.managed_fields().len(),
         p.managed_fields.len(),
         "managedFields"
     );

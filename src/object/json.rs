@@ -15,7 +15,8 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, SINGLE_STRINGS, owner_flags};
+use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, owner_flags};
+use super::meta_view::SINGLE_STRINGS;
 use super::meta_view::StrMapRef;
 use super::time::Time;
 use super::value::Object;
@@ -262,6 +263,14 @@ pub(crate) fn decode_meta(
     raw: &RawValue,
     base: u64,
 ) -> Result<ObjectMeta, DecodeError> {
+    // The string ends are `u32`s: metadata over 4 GiB (far beyond any frame limit) is refused.
+    if u32::try_from(raw.get().len()).is_err() {
+        return Err(DecodeError::FrameTooLarge {
+            offset: base,
+            len: raw.get().len() as u64,
+            limit: u32::MAX as usize,
+        });
+    }
     let ObjectOnly(m): ObjectOnly<JsonMeta<'_>> =
         serde_json::from_str(raw.get()).map_err(|e| json_err(&e, base))?;
     let time = |s: Option<JStr<'_>>| -> Result<Option<Time>, DecodeError> {

@@ -8,6 +8,10 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use super::meta_fields::OwnerReference;
 use super::text::StrMap;
 
+/// Number of single strings (name, generateName, namespace, uid, resourceVersion) at the start
+/// of an [`ObjectMeta`](super::ObjectMeta)'s packed strings.
+pub(crate) const SINGLE_STRINGS: usize = 5;
+
 /// Bits of an owner reference's flags word: `controller` present, and its value.
 pub(crate) const OWNER_CONTROLLER_SET: u32 = 1;
 pub(crate) const OWNER_CONTROLLER: u32 = 2;
@@ -15,34 +19,44 @@ pub(crate) const OWNER_CONTROLLER: u32 = 2;
 pub(crate) const OWNER_BLOCKS_SET: u32 = 4;
 pub(crate) const OWNER_BLOCKS: u32 = 8;
 
-/// Strings packed back to back in `text`: string `i` ends at `ends[i]` and starts where string
-/// `i - 1` ends. Words of `ends` past the strings hold other data (owner flags).
+/// Strings packed back to back in `text`: string `i` ends at `single[i]` (the first
+/// [`SINGLE_STRINGS`]) or `ends[i - SINGLE_STRINGS]`, and starts where string `i - 1` ends.
+/// Words of `ends` past the strings hold other data (owner flags).
 #[derive(Clone, Copy)]
 pub(crate) struct Pieces<'a> {
     text: &'a str,
+    single: &'a [u32; SINGLE_STRINGS],
     ends: &'a [u32],
 }
 
 impl<'a> Pieces<'a> {
-    pub(crate) fn new(text: &'a str, ends: &'a [u32]) -> Self {
-        Pieces { text, ends }
+    pub(crate) fn new(text: &'a str, single: &'a [u32; SINGLE_STRINGS], ends: &'a [u32]) -> Self {
+        Pieces { text, single, ends }
+    }
+
+    /// Where string `i` ends; `None` past the end.
+    fn end(self, i: usize) -> Option<u32> {
+        match i.checked_sub(SINGLE_STRINGS) {
+            None => Some(self.single[i]),
+            Some(j) => self.ends.get(j).copied(),
+        }
     }
 
     /// String `i`; empty when `i` or its ends are out of range (never for packed metadata).
     pub(crate) fn get(self, i: usize) -> &'a str {
-        let Some(&end) = self.ends.get(i) else {
+        let Some(end) = self.end(i) else {
             return "";
         };
         let start = match i.checked_sub(1) {
-            Some(j) => self.ends[j],
+            Some(j) => self.end(j).unwrap_or(0),
             None => 0,
         };
         self.text.get(start as usize..end as usize).unwrap_or("")
     }
 
-    /// Word `i` of `ends` (0 when out of range).
+    /// Word `i` of the ends (0 when out of range).
     pub(crate) fn word(self, i: usize) -> u32 {
-        self.ends.get(i).copied().unwrap_or(0)
+        self.end(i).unwrap_or(0)
     }
 }
 

@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
-use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, SINGLE_STRINGS, owner_flags};
+use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, owner_flags};
+use super::meta_view::SINGLE_STRINGS;
 use super::protowire::{
     Field, Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
@@ -232,6 +233,27 @@ impl Scan {
     }
 }
 
+/// Records `new` in `slot`. The string it replaces (a field repeated: the last one wins) is
+/// checked first: only the strings kept are checked in one pass at the end, and invalid UTF-8
+/// must be an error wherever it appears (as prost has it).
+fn replace(raw: &[u8], slot: &mut Span, new: Span) -> Result<(), DecodeError> {
+    check(raw, slot)?;
+    *slot = new;
+    Ok(())
+}
+
+/// `InvalidUtf8` naming `s`'s field when its bytes are not UTF-8.
+fn check(raw: &[u8], s: &Span) -> Result<(), DecodeError> {
+    match std::str::from_utf8(&raw[s.start..s.end]) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(DecodeError::InvalidUtf8 {
+            message: s.message,
+            field: s.field,
+            offset: s.start as u64,
+        }),
+    }
+}
+
 fn span(r: &mut Reader<'_>, f: &Field, message: &'static str) -> Result<Span, DecodeError> {
     let (start, end) = r.len_delimited(f)?;
     Ok(Span {
@@ -246,17 +268,25 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
     // Empty already unless an earlier decode on this thread unwound part-way (a panic caught
     // by the runtime).
     scan.reset();
+    // The string ends are `u32`s: metadata over 4 GiB (far beyond any frame limit) is refused.
+    if u32::try_from(raw.len()).is_err() {
+        return Err(DecodeError::FrameTooLarge {
+            offset: 0,
+            len: raw.len() as u64,
+            limit: u32::MAX as usize,
+        });
+    }
     let mut r = Reader::new(raw, 0, raw.len(), "object");
     while let Some(f) = r.next_field()? {
         if f.number == 1 {
             let m = r.message(&f, "ObjectMeta")?;
-            merge_object_meta(m, scan)?;
+            merge_object_meta(m, raw, scan)?;
         } else {
             r.skip(&f)?;
         }
     }
-    sort_map(raw, &mut scan.labels);
-    sort_map(raw, &mut scan.annotations);
+    sort_map(raw, &mut scan.labels)?;
+    sort_map(raw, &mut scan.annotations)?;
     let Scan {
         single,
         labels,
@@ -287,19 +317,17 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
         .filter(|t| ends.iter().all(|&e| t.is_char_boundary(e as usize)));
     let Some(valid) = valid else {
         // Name the first string that is not UTF-8.
-        let culprit = single
+        let first_bad = single
             .iter()
             .chain(labels.iter().chain(annotations.iter()).flatten())
             .chain(owners.iter().flat_map(|(o, _)| o))
             .chain(finalizers.iter())
-            .find(|s| std::str::from_utf8(&raw[s.start..s.end]).is_err())
-            .copied()
-            .unwrap_or_default();
-        return Err(DecodeError::InvalidUtf8 {
-            message: culprit.message,
-            field: culprit.field,
-            offset: culprit.start as u64,
-        });
+            .find_map(|s| check(raw, s).err());
+        return Err(first_bad.unwrap_or(DecodeError::InvalidUtf8 {
+            message: "ObjectMeta",
+            field: 0,
+            offset: 0,
+        }));
     };
     ends.extend(owners.iter().map(|(_, flags)| *flags));
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -316,40 +344,54 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
 }
 
 /// Sorts map entries by key and keeps the last value of a repeated key (protobuf and Go map
-/// semantics); entries that arrive sorted and unique (servers sort map keys) cost one pass.
-fn sort_map(raw: &[u8], entries: &mut Vec<[Span; 2]>) {
+/// semantics; the entries dropped are checked for UTF-8 first, as [`replace`] does); entries
+/// that arrive sorted and unique (servers sort map keys) cost one pass.
+fn sort_map(raw: &[u8], entries: &mut Vec<[Span; 2]>) -> Result<(), DecodeError> {
     let key = |e: &[Span; 2]| &raw[e[0].start..e[0].end];
     if entries.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
-        return;
+        return Ok(());
     }
     entries.sort_by(|a, b| key(a).cmp(key(b)));
     // Stable sort: of equal keys the last one read is the last in the run.
     let mut out: Vec<[Span; 2]> = Vec::with_capacity(entries.len());
     for e in entries.drain(..) {
         match out.last_mut() {
-            Some(last) if key(last) == key(&e) => *last = e,
+            Some(last) if key(last) == key(&e) => {
+                check(raw, &last[0])?;
+                check(raw, &last[1])?;
+                *last = e;
+            }
             _ => out.push(e),
         }
     }
     *entries = out;
+    Ok(())
 }
 
 /// Merges one `ObjectMeta` message into `scan`; its repeated fields are appended in wire order
 /// (label and annotation entries are sorted by [`sort_map`] after).
-fn merge_object_meta(mut r: Reader<'_>, scan: &mut Scan) -> Result<(), DecodeError> {
+fn merge_object_meta(mut r: Reader<'_>, raw: &[u8], scan: &mut Scan) -> Result<(), DecodeError> {
     while let Some(f) = r.next_field()? {
+        let single = match f.number {
+            1 => Some(0),
+            2 => Some(1),
+            3 => Some(2),
+            5 => Some(3),
+            6 => Some(4),
+            _ => None,
+        };
+        if let Some(i) = single {
+            let s = span(&mut r, &f, "ObjectMeta")?;
+            replace(raw, &mut scan.single[i], s)?;
+            continue;
+        }
         match f.number {
-            1 => scan.single[0] = span(&mut r, &f, "ObjectMeta")?,
-            2 => scan.single[1] = span(&mut r, &f, "ObjectMeta")?,
-            3 => scan.single[2] = span(&mut r, &f, "ObjectMeta")?,
-            5 => scan.single[3] = span(&mut r, &f, "ObjectMeta")?,
-            6 => scan.single[4] = span(&mut r, &f, "ObjectMeta")?,
             7 => scan.scalars.generation = Some(r.int64(&f)?),
             8 => scan.scalars.creation_timestamp = time(r.message(&f, "Time")?)?,
             9 => scan.scalars.deletion_timestamp = time(r.message(&f, "Time")?)?,
             10 => scan.scalars.deletion_grace_period_seconds = Some(r.int64(&f)?),
             11 | 12 => {
-                let entry = map_entry(r.message(&f, "ObjectMeta map entry")?)?;
+                let entry = map_entry(r.message(&f, "ObjectMeta map entry")?, raw)?;
                 if f.number == 11 {
                     scan.labels.push(entry);
                 } else {
@@ -358,7 +400,7 @@ fn merge_object_meta(mut r: Reader<'_>, scan: &mut Scan) -> Result<(), DecodeErr
             }
             13 => scan
                 .owners
-                .push(owner_reference(r.message(&f, "OwnerReference")?)?),
+                .push(owner_reference(r.message(&f, "OwnerReference")?, raw)?),
             14 => scan.finalizers.push(span(&mut r, &f, "ObjectMeta")?),
             17 => scan.managed.push(r.len_delimited(&f)?),
             // 4 selfLink (deprecated), 15 clusterName and 16 initializers (retired), unknown.
@@ -385,11 +427,14 @@ fn time(mut r: Reader<'_>) -> Result<Option<Time>, DecodeError> {
 }
 
 /// A map entry's key and value spans (an absent one is empty).
-fn map_entry(mut r: Reader<'_>) -> Result<[Span; 2], DecodeError> {
+fn map_entry(mut r: Reader<'_>, raw: &[u8]) -> Result<[Span; 2], DecodeError> {
     let mut kv = [Span::default(); 2];
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 | 2 => kv[f.number as usize - 1] = span(&mut r, &f, "ObjectMeta map entry")?,
+            1 | 2 => {
+                let s = span(&mut r, &f, "ObjectMeta map entry")?;
+                replace(raw, &mut kv[f.number as usize - 1], s)?;
+            }
             _ => r.skip(&f)?,
         }
     }
@@ -397,15 +442,23 @@ fn map_entry(mut r: Reader<'_>) -> Result<[Span; 2], DecodeError> {
 }
 
 /// An owner reference's spans (apiVersion, kind, name, uid) and flags word.
-fn owner_reference(mut r: Reader<'_>) -> Result<([Span; 4], u32), DecodeError> {
+fn owner_reference(mut r: Reader<'_>, raw: &[u8]) -> Result<([Span; 4], u32), DecodeError> {
     let mut s = [Span::default(); 4];
     let (mut controller, mut blocks) = (None, None);
     while let Some(f) = r.next_field()? {
+        let slot = match f.number {
+            5 => Some(0),
+            1 => Some(1),
+            3 => Some(2),
+            4 => Some(3),
+            _ => None,
+        };
+        if let Some(i) = slot {
+            let new = span(&mut r, &f, "OwnerReference")?;
+            replace(raw, &mut s[i], new)?;
+            continue;
+        }
         match f.number {
-            5 => s[0] = span(&mut r, &f, "OwnerReference")?,
-            1 => s[1] = span(&mut r, &f, "OwnerReference")?,
-            3 => s[2] = span(&mut r, &f, "OwnerReference")?,
-            4 => s[3] = span(&mut r, &f, "OwnerReference")?,
             6 => controller = Some(r.bool(&f)?),
             7 => blocks = Some(r.bool(&f)?),
             _ => r.skip(&f)?,
