@@ -15,8 +15,7 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, owner_flags};
-use super::meta_view::SINGLE_STRINGS;
+use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, Packer, owner_flags};
 use super::meta_view::StrMapRef;
 use super::time::Time;
 use super::value::Object;
@@ -292,17 +291,13 @@ pub(crate) fn decode_meta(
     let (labels, annotations) = (sorted_entries(m.labels), sorted_entries(m.annotations));
     let owners = m.owner_references.unwrap_or_default();
     let finalizers = m.finalizers.unwrap_or_default();
-    let mut text = String::with_capacity(raw.get().len());
-    let mut ends = Vec::with_capacity(
-        SINGLE_STRINGS
-            + 2 * (labels.len() + annotations.len())
-            + 5 * owners.len()
-            + finalizers.len(),
+    let counts = Counts::new(
+        labels.len(),
+        annotations.len(),
+        owners.len(),
+        finalizers.len(),
     );
-    let mut push = |s: &str| {
-        text.push_str(s);
-        ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
-    };
+    let mut p = Packer::with_capacity(raw.get().len(), counts.words());
     for s in [
         &m.name,
         &m.generate_name,
@@ -310,41 +305,30 @@ pub(crate) fn decode_meta(
         &m.uid,
         &m.resource_version,
     ] {
-        push(s.as_ref().map_or("", |s| &s.0));
+        p.push(s.as_ref().map_or("", |s| &s.0));
     }
     for (k, v) in labels.iter().chain(&annotations) {
-        push(&k.0);
-        push(&v.0);
+        p.push(&k.0);
+        p.push(&v.0);
     }
     for o in &owners {
         for s in [&o.api_version, &o.kind, &o.name, &o.uid] {
-            push(&s.0);
+            p.push(&s.0);
         }
     }
     for f in &finalizers {
-        push(&f.0);
+        p.push(&f.0);
     }
-    ends.extend(
-        owners
-            .iter()
-            .map(|o| owner_flags(o.controller, o.block_owner_deletion)),
-    );
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let counts = Counts {
-        labels: count(labels.len()),
-        annotations: count(annotations.len()),
-        owners: count(owners.len()),
-        finalizers: count(finalizers.len()),
-    };
+    for o in &owners {
+        p.word(owner_flags(o.controller, o.block_owner_deletion));
+    }
     let managed: Box<[Bytes]> = m
         .managed_fields
         .filter(|v| v.get() != "null")
         .map(|v| input.slice_ref(v.get().as_bytes()))
         .into_iter()
         .collect();
-    Ok(ObjectMeta::from_packed(
-        &text, &ends, counts, scalars, managed,
-    ))
+    Ok(p.finish(counts, scalars, managed))
 }
 
 /// Offset of `part` inside `whole` (both from the same allocation).

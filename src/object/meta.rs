@@ -76,6 +76,17 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// Counts of these lengths (each at most `u32::MAX`; no API server sends more).
+    pub(crate) fn new(labels: usize, annotations: usize, owners: usize, finalizers: usize) -> Self {
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Counts {
+            labels: count(labels),
+            annotations: count(annotations),
+            owners: count(owners),
+            finalizers: count(finalizers),
+        }
+    }
+
     fn labels_at(self) -> usize {
         SINGLE_STRINGS
     }
@@ -94,6 +105,44 @@ impl Counts {
     /// Length of `ends` for these counts.
     pub(crate) fn words(self) -> usize {
         self.flags_at() + self.owners as usize
+    }
+}
+
+/// Builds an [`ObjectMeta`] from strings given in [`Counts`] order, then the owner flags words.
+pub(crate) struct Packer {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Packer {
+    /// A packer with room for `text` bytes and `words` ends.
+    pub(crate) fn with_capacity(text: usize, words: usize) -> Self {
+        Packer {
+            text: String::with_capacity(text),
+            ends: Vec::with_capacity(words),
+        }
+    }
+
+    /// Appends the next string. Strings past 4 GiB in all read as empty.
+    pub(crate) fn push(&mut self, s: &str) {
+        self.text.push_str(s);
+        self.ends
+            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
+    }
+
+    /// Appends a word that is not a string's end (an owner's flags).
+    pub(crate) fn word(&mut self, w: u32) {
+        self.ends.push(w);
+    }
+
+    /// The metadata of what was pushed.
+    pub(crate) fn finish(
+        &self,
+        counts: Counts,
+        scalars: MetaScalars,
+        managed_fields: Box<[Bytes]>,
+    ) -> ObjectMeta {
+        ObjectMeta::from_packed(&self.text, &self.ends, counts, scalars, managed_fields)
     }
 }
 
@@ -139,12 +188,13 @@ impl From<&ObjectMetaFields> for ObjectMeta {
     /// Packs the fields (every string copied). Strings past 4 GiB of metadata in all, which no
     /// API server sends, read as empty.
     fn from(f: &ObjectMetaFields) -> Self {
-        let mut text = String::new();
-        let mut ends = Vec::new();
-        let mut push = |s: &str| {
-            text.push_str(s);
-            ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
-        };
+        let counts = Counts::new(
+            f.labels.len(),
+            f.annotations.len(),
+            f.owner_references.len(),
+            f.finalizers.len(),
+        );
+        let mut p = Packer::with_capacity(0, counts.words());
         for s in [
             &f.name,
             &f.generate_name,
@@ -152,33 +202,25 @@ impl From<&ObjectMetaFields> for ObjectMeta {
             &f.uid,
             &f.resource_version,
         ] {
-            push(s);
+            p.push(s);
         }
         for (k, v) in f.labels.iter().chain(f.annotations.iter()) {
-            push(k);
-            push(v);
+            p.push(k);
+            p.push(v);
         }
         for o in &f.owner_references {
             for s in [&o.api_version, &o.kind, &o.name, &o.uid] {
-                push(s);
+                p.push(s);
             }
         }
         for s in &f.finalizers {
-            push(s);
+            p.push(s);
         }
         for o in &f.owner_references {
-            ends.push(owner_flags(o.controller, o.block_owner_deletion));
+            p.word(owner_flags(o.controller, o.block_owner_deletion));
         }
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        ObjectMeta::from_packed(
-            &text,
-            &ends,
-            Counts {
-                labels: count(f.labels.len()),
-                annotations: count(f.annotations.len()),
-                owners: count(f.owner_references.len()),
-                finalizers: count(f.finalizers.len()),
-            },
+        p.finish(
+            counts,
             MetaScalars {
                 generation: f.generation,
                 creation_timestamp: f.creation_timestamp,

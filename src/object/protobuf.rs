@@ -330,13 +330,12 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
         }));
     };
     ends.extend(owners.iter().map(|(_, flags)| *flags));
-    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-    let counts = Counts {
-        labels: count(labels.len()),
-        annotations: count(annotations.len()),
-        owners: count(owners.len()),
-        finalizers: count(finalizers.len()),
-    };
+    let counts = Counts::new(
+        labels.len(),
+        annotations.len(),
+        owners.len(),
+        finalizers.len(),
+    );
     let managed: Box<[Bytes]> = managed.iter().map(|&(s, e)| raw.slice(s..e)).collect();
     Ok(ObjectMeta::from_packed(
         valid, ends, counts, *scalars, managed,
