@@ -256,7 +256,8 @@ fn parse_time(s: &str) -> Result<Time, String> {
 }
 
 /// Decodes a JSON `metadata` member. `base` is its offset in the input, for error messages.
-/// Strings without escapes become slices of `input` (which must hold `raw`).
+/// The strings are copied into the metadata's own buffer (unescaped); the managed-fields array is
+/// a slice of `input` (which must hold `raw`).
 pub(crate) fn decode_meta(
     input: &Bytes,
     raw: &RawValue,

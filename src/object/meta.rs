@@ -63,7 +63,7 @@ pub struct ObjectMeta {
     managed_fields: Box<[Bytes]>,
 }
 
-/// How many of each repeated field an [`ObjectMeta`] holds: its `ends` are, in order, the five
+/// How many of each repeated field an [`ObjectMeta`] holds. Its packed words (`single`, then `ends`) are, in order, the five
 /// single strings (name, generateName, namespace, uid, resourceVersion), `labels` key/value
 /// pairs, `annotations` pairs, `owners` × (apiVersion, kind, name, uid), `finalizers`, then
 /// `owners` flags words.

@@ -164,8 +164,8 @@ pub(crate) fn decode_bare(gvk: Arc<GroupVersionKind>, raw: Bytes) -> Result<Obje
 }
 
 /// Reads `ObjectMeta` out of a bare object message: every occurrence of field 1 is merged, as
-/// protobuf requires; all other top-level fields are skipped by length. Strings are slices of
-/// `raw` (no copy).
+/// protobuf requires; all other top-level fields are skipped by length. The strings are copied
+/// into the metadata's own buffer; managed-fields entries are slices of `raw`.
 pub(crate) fn decode_object_meta(raw: &Bytes) -> Result<ObjectMeta, DecodeError> {
     // Where each string lies is gathered in this thread's reused buffers, then the strings are
     // copied into the metadata's one text buffer in `Counts` order. A nested call (none

@@ -1,8 +1,5 @@
-//! [`Str`] and [`StrMap`]: the string and string-map types of [`super::ObjectMeta`].
-//!
-//! Decoded metadata strings are slices of the received frame (validated UTF-8, no copy), so an
-//! object's metadata costs no allocation of its own for names, uids, resourceVersions, labels
-//! and annotations, and dropping it frees nothing but reference counts.
+//! [`Str`] and [`StrMap`]: the string and string-map types of
+//! [`super::ObjectMetaFields`], the editable form of an object's metadata.
 
 use std::fmt;
 use std::ops::Index;
@@ -12,10 +9,8 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An immutable UTF-8 string held in a [`bytes::Bytes`] (the `bytestring` crate's
-/// `ByteString`): the string type of every [`super::ObjectMeta`] field.
-///
-/// A decoded object's strings are slices of the buffer the object was decoded from (cloning one
-/// bumps that buffer's reference count; nothing is copied). Build one from text with
+/// `ByteString`): the string type of [`super::ObjectMetaFields`] (cloning one bumps a
+/// reference count; nothing is copied). Build one from text with
 /// `"name".into()` or `String::into()` (which copies, resp. takes over, the text); read it as a
 /// `&str` through `Deref`. Ordering, equality and hashing are those of the text (`Borrow<str>`),
 /// and it compares equal to `&str` and `String`. Built only through checked conversions:
@@ -27,8 +22,7 @@ pub type Str = bytestring::ByteString;
 /// upstream `apimachinery/pkg/apis/meta/v1/types.go`).
 ///
 /// It reads like a `BTreeMap<Str, Str>` (lookups by `&str` in O(log n), iteration in key
-/// order, `map["key"]`) but costs one allocation however many entries it holds, and its entries
-/// of a decoded object are [`Str`] slices of the received frame. Inserting is O(n); maps of
+/// order, `map["key"]`) but costs one allocation however many entries it holds. Inserting is O(n); maps of
 /// Kubernetes objects hold a handful of entries. Serializes as a JSON object.
 #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StrMap {
