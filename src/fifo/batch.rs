@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::delta::Deltas;
+use super::room::GiveBackRoom;
 use super::state::Shared;
 use crate::object::ObjectKey;
 
@@ -87,6 +88,7 @@ impl Drop for PopBatch {
                     e.remove();
                 }
             }
+            inner.in_flight.give_back_room();
         }
         if self.initial > 0 {
             self.shared

@@ -8,6 +8,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::delta::{Delta, DeltaType};
+use super::room::GiveBackRoom;
 use crate::object::{KeyMap, KeySet, Object, ObjectKey};
 
 /// One queued change; `group` is non-zero for the entries of one relist.
@@ -104,6 +105,8 @@ impl InOrder {
             }
             out.push((q.key, q.delta));
         }
+        self.entries.give_back_room();
+        self.keys.give_back_room();
         out
     }
 }

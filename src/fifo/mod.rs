@@ -14,6 +14,7 @@ mod filter;
 mod in_order;
 mod known;
 mod queue;
+pub(crate) mod room;
 mod state;
 mod transform;
 

@@ -13,6 +13,7 @@ use super::delta::{Delta, DeltaType, Deltas};
 use super::error::{PopError, TryPopError};
 use super::in_order::InOrder;
 use super::known::KnownObjects;
+use super::room::GiveBackRoom;
 use super::state::{InFlight, Inner, Shared, UNPOPULATED, tombstone};
 use super::transform::Transform;
 use crate::object::{KeyMap, KeySet, Object, ObjectKey, parse_resource_version};
@@ -519,7 +520,7 @@ impl DeltaFifo {
                 .collect(),
             None => {
                 let n = max.max(1).min(inner.queue.len());
-                (0..n)
+                let taken = (0..n)
                     .map(|_| {
                         let key = inner.queue.pop_front().expect("n <= queue length");
                         let deltas = inner
@@ -528,7 +529,10 @@ impl DeltaFifo {
                             .expect("every queued key has deltas");
                         (key, deltas)
                     })
-                    .collect()
+                    .collect();
+                inner.queue.give_back_room();
+                inner.items.give_back_room();
+                taken
             }
         };
         let mut items = Vec::with_capacity(taken.len());
