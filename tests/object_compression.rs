@@ -139,3 +139,95 @@ fn objects_from_different_dictionaries_recompress() {
     assert!(Arc::ptr_eq(second.compressed_with().unwrap(), &d2));
     assert_eq!(second.raw().unwrap(), obj.raw().unwrap());
 }
+
+/// `obj` re-keyed as one of its siblings: another name, uid and resourceVersion, the same
+/// labels, annotations, owners and finalizers (as the Pods of one ReplicaSet).
+fn sibling(obj: &Object, i: usize) -> Object {
+    let mut f = obj.meta().to_fields();
+    f.name = format!("{}-{i}", obj.meta().name()).into();
+    f.uid = format!("uid-{i}").into();
+    f.resource_version = format!("{}", 1000 + i).into();
+    Object::from_parts(
+        Arc::new(obj.gvk().clone()),
+        f.into(),
+        obj.raw().unwrap(),
+        obj.encoding(),
+    )
+}
+
+#[test]
+fn siblings_share_one_metadata_tail_and_read_the_same() {
+    for path in FIXTURES {
+        let obj = object::decode(fixture(path)).unwrap();
+        let mut compactor = Compactor::new(dict_of(&obj));
+        let received: Vec<Object> = (0..3).map(|i| sibling(&obj, i)).collect();
+        let small: Vec<Object> = received
+            .iter()
+            .map(|o| compactor.compact(o).unwrap())
+            .collect();
+        for (r, s) in received.iter().zip(&small) {
+            assert!(!r.meta().tail_is_shared());
+            assert!(s.meta().tail_is_shared(), "{path}");
+            assert_eq!(s.meta(), r.meta(), "{path}");
+            assert_eq!(strings(s.meta()), strings(r.meta()), "{path}");
+            assert_eq!(s.meta().to_fields(), r.meta().to_fields(), "{path}");
+            let flags = |m: &ObjectMeta| {
+                m.owner_references()
+                    .map(|o| (o.controller, o.block_owner_deletion))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(flags(s.meta()), flags(r.meta()));
+            // Compacting a compact object again changes nothing.
+            assert_eq!(compactor.compact(s).unwrap().meta(), r.meta());
+        }
+        assert_eq!(compactor.tails().len(), 1, "{path}: one distinct tail");
+        // Their tails are one copy: the first label (or annotation) of each lies at one address.
+        let first = |o: &Object| {
+            let m = o.meta();
+            m.labels()
+                .iter()
+                .chain(m.annotations().iter())
+                .next()
+                .map(|(k, _)| k.as_ptr())
+        };
+        assert!(first(&small[0]).is_some());
+        assert_eq!(first(&small[0]), first(&small[1]));
+        assert_eq!(first(&small[1]), first(&small[2]));
+        assert_ne!(small[0].meta(), small[1].meta());
+
+        // Another label: another tail, and the objects still read as received.
+        let mut f = received[0].meta().to_fields();
+        f.labels.insert("extra".into(), "1".into());
+        let other = Object::from_parts(
+            Arc::new(obj.gvk().clone()),
+            f.into(),
+            obj.raw().unwrap(),
+            obj.encoding(),
+        );
+        let s = compactor.compact(&other).unwrap();
+        assert_eq!(s.meta(), other.meta());
+        assert_eq!(s.meta().labels().get("extra"), Some("1"));
+        assert_eq!(compactor.tails().len(), 2);
+    }
+}
+
+#[test]
+fn metadata_with_no_tail_stays_as_it_is() {
+    let obj = object::decode(fixture(FIXTURES[0])).unwrap();
+    let mut f = obj.meta().to_fields();
+    f.labels.clear();
+    f.annotations.clear();
+    f.owner_references.clear();
+    f.finalizers.clear();
+    let bare = Object::from_parts(
+        Arc::new(obj.gvk().clone()),
+        f.into(),
+        obj.raw().unwrap(),
+        obj.encoding(),
+    );
+    let mut compactor = Compactor::new(dict_of(&obj));
+    let s = compactor.compact(&bare).unwrap();
+    assert!(!s.meta().tail_is_shared());
+    assert_eq!(s.meta(), bare.meta());
+    assert!(compactor.tails().is_empty());
+}

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use super::compression::{Compression, ZstdOptions};
 use super::ratio_watch::RatioWatch;
-use crate::object::{Compactor, DecodeError, Dictionary, KeySet, ObjectKey};
+use crate::fifo::room::GiveBackRoom;
+use crate::object::{Compactor, DecodeError, Dictionary, KeySet, MetaTails, ObjectKey};
 use crate::store::{Op, WriteBatch};
 
 /// Longest stretch of compaction between two looks at the DeltaFIFO: what an event arriving
@@ -43,10 +44,12 @@ pub(super) struct Compaction {
     retrain: bool,
     /// The dictionary was given ([`ZstdOptions::dictionary`]): never retrained.
     given: bool,
+    /// The informer's shared metadata tails, for every compactor it makes.
+    tails: MetaTails,
 }
 
 impl Compaction {
-    pub(super) fn new(compression: &Compression) -> Compaction {
+    pub(super) fn new(compression: &Compression, tails: MetaTails) -> Compaction {
         let options = match compression {
             Compression::None => None,
             Compression::Zstd(o) => Some(o.clone()),
@@ -54,8 +57,9 @@ impl Compaction {
         let compactor = options
             .as_ref()
             .and_then(|o| o.dictionary.clone())
-            .map(Compactor::new);
+            .map(|d| Compactor::with_tails(d, tails.clone()));
         Compaction {
+            tails,
             given: compactor.is_some(),
             options,
             dirty: VecDeque::new(),
@@ -130,7 +134,7 @@ impl Compaction {
                     tracing::debug!(informer = %shared.name, bytes = dict.len(), "compression dictionary trained");
                     let dict = Arc::new(dict);
                     shared.dictionary.store(Some(dict.clone()));
-                    self.compactor = Some(Compactor::new(dict));
+                    self.compactor = Some(Compactor::with_tails(dict, self.tails.clone()));
                     self.ratio = RatioWatch::default();
                     self.training = None;
                     return true;
@@ -244,6 +248,8 @@ impl Compaction {
             }
         }
         drop(snapshot);
+        self.dirty.give_back_room();
+        self.queued.give_back_room();
         if n == 0 {
             return;
         }

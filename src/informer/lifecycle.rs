@@ -53,7 +53,13 @@ impl<L: ListerWatcher> Informer<L> {
             seen_rv: self.shared.seen_rv.clone(),
             rv_moved: self.shared.rv_moved.clone(),
             list_compactor: matches!(self.shared.compression, super::Compression::Zstd(_)).then(
-                || ListCompactor::new(self.shared.store.clone(), self.shared.dictionary.clone()),
+                || {
+                    ListCompactor::new(
+                        self.shared.store.clone(),
+                        self.shared.dictionary.clone(),
+                        self.shared.tails.clone(),
+                    )
+                },
             ),
             transform,
             filter,

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwapOption;
 
-use crate::object::{Compactor, Dictionary, Object};
+use crate::object::{Compactor, Dictionary, MetaTails, Object};
 use crate::store::Store;
 
 /// Compacts listed objects on the reflector's thread once the informer has a dictionary
@@ -19,14 +19,20 @@ use crate::store::Store;
 pub(super) struct ListCompactor {
     store: Store,
     dictionary: Arc<ArcSwapOption<Dictionary>>,
+    tails: MetaTails,
     compactor: Mutex<Option<Compactor>>,
 }
 
 impl ListCompactor {
-    pub(super) fn new(store: Store, dictionary: Arc<ArcSwapOption<Dictionary>>) -> Self {
+    pub(super) fn new(
+        store: Store,
+        dictionary: Arc<ArcSwapOption<Dictionary>>,
+        tails: MetaTails,
+    ) -> Self {
         ListCompactor {
             store,
             dictionary,
+            tails,
             compactor: Mutex::new(None),
         }
     }
@@ -59,7 +65,7 @@ impl ListCompactor {
             .as_ref()
             .is_some_and(|c| Arc::ptr_eq(c.dictionary(), &dict))
         {
-            *slot = Some(Compactor::new(dict.clone()));
+            *slot = Some(Compactor::with_tails(dict.clone(), self.tails.clone()));
         }
         let Some(compactor) = slot.as_mut() else {
             return items;

@@ -116,6 +116,9 @@ struct Shared {
     compression: Compression,
     /// The dictionary objects are compressed with, once trained (or given).
     dictionary: Arc<arc_swap::ArcSwapOption<crate::object::Dictionary>>,
+    /// The metadata tails compact objects share (both compactors': the processing thread's
+    /// and the reflector's for listed pages).
+    tails: crate::object::MetaTails,
     /// The reflector's counters, set by `start`.
     reflector_metrics: OnceLock<Arc<ReflectorMetrics>>,
 }
@@ -241,6 +244,7 @@ impl<L: ListerWatcher> Informer<L> {
                     Compression::Zstd(o) => o.dictionary.clone(),
                     Compression::None => None,
                 })),
+                tails: crate::object::MetaTails::new(),
                 compression: config.compression,
             }),
             lw: Arc::new(lw),

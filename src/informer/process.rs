@@ -14,7 +14,7 @@ use crate::store::{Op, WriteBatch, Writer};
 /// Pop, apply, publish, until the DeltaFIFO closes. When the queue is empty it sleeps until a
 /// delta arrives or the reflector's resourceVersion moves.
 pub(super) fn process_loop(shared: &Shared, handle: &tokio::runtime::Handle) {
-    let mut compaction = Compaction::new(&shared.compression);
+    let mut compaction = Compaction::new(&shared.compression, shared.tails.clone());
     loop {
         check_synced(shared);
         let batch = match shared.fifo.try_pop_batch(shared.batch_size) {

@@ -7,12 +7,15 @@ use zstd::zstd_safe::CCtx;
 use super::DecodeError;
 use super::body::Body;
 use super::dictionary::Dictionary;
+use super::tails::MetaTails;
 use super::value::Object;
 
 /// Makes the compact form of objects for a compressed cache: the body compressed with zstd and
-/// one [`Dictionary`], and the metadata's managed-fields entries copied out of the received
-/// buffer (which they slice; the metadata's strings are in memory of their own already), so the
-/// compact object keeps nothing of that buffer alive.
+/// one [`Dictionary`], the metadata's managed-fields entries copied out of the received buffer
+/// (which they slice; the metadata's strings are in memory of their own already), so the
+/// compact object keeps nothing of that buffer alive, and the metadata's labels, annotations,
+/// owner references and finalizers shared with the objects that have the same ones
+/// ([`MetaTails`]).
 ///
 /// Not `Sync`: one compactor per thread (it holds a zstd compression context).
 ///
@@ -33,16 +36,30 @@ pub struct Compactor {
     dict: Arc<Dictionary>,
     cctx: CCtx<'static>,
     frame: Vec<u8>,
+    tails: MetaTails,
 }
 
 impl Compactor {
-    /// A compactor compressing with `dict` at its level.
+    /// A compactor compressing with `dict` at its level, with a table of shared metadata tails
+    /// of its own.
     pub fn new(dict: Arc<Dictionary>) -> Compactor {
+        Compactor::with_tails(dict, MetaTails::new())
+    }
+
+    /// A compactor compressing with `dict` whose objects share metadata tails through `tails`
+    /// (with every other compactor given it: an informer's).
+    pub fn with_tails(dict: Arc<Dictionary>, tails: MetaTails) -> Compactor {
         Compactor {
             dict,
             cctx: CCtx::create(),
             frame: Vec::new(),
+            tails,
         }
+    }
+
+    /// The table of shared metadata tails.
+    pub fn tails(&self) -> &MetaTails {
+        &self.tails
     }
 
     /// The dictionary objects are compressed with.
@@ -72,7 +89,7 @@ impl Compactor {
         Ok(Object::from_body(
             obj.key(),
             obj.gvk_arc().clone(),
-            obj.meta().detached(),
+            obj.meta().detached().sharing_tail(&self.tails),
             body,
             obj.encoding(),
         ))
@@ -83,6 +100,7 @@ impl std::fmt::Debug for Compactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compactor")
             .field("dictionary", &self.dict)
+            .field("tails", &self.tails)
             .finish_non_exhaustive()
     }
 }

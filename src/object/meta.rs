@@ -11,6 +11,7 @@ use super::meta_view::{
     Finalizers, OWNER_BLOCKS, OWNER_BLOCKS_SET, OWNER_CONTROLLER, OWNER_CONTROLLER_SET, OwnerRef,
     OwnerRefs, Pieces, SINGLE_STRINGS, StrMapRef,
 };
+use super::tails::MetaTails;
 use super::text::Str;
 use super::time::Time;
 
@@ -58,6 +59,10 @@ pub struct ObjectMeta {
     /// Where each further string ends, in `Counts` order, then one flags word per owner
     /// reference ([`OWNER_CONTROLLER`] and friends).
     ends: Arc<[u32]>,
+    /// Where the strings after the single ones lie, when not in `text`: a compact object's
+    /// labels, annotations, owner references and finalizers, shared with other objects
+    /// ([`MetaTails`]); `ends` then counts from its start.
+    tail: Option<Arc<str>>,
     counts: Counts,
     scalars: MetaScalars,
     managed_fields: Box<[Bytes]>,
@@ -235,12 +240,19 @@ impl From<&ObjectMetaFields> for ObjectMeta {
 impl PartialEq for ObjectMeta {
     fn eq(&self, other: &Self) -> bool {
         // The layout is canonical (map keys sorted and unique), so equal metadata is equal
-        // text, ends and counts.
+        // strings, ends and counts, the tail's ends counted from its start.
+        fn singles(m: &ObjectMeta) -> &str {
+            let end = m.single[SINGLE_STRINGS - 1] as usize;
+            m.text.get(..end).unwrap_or("")
+        }
+        let ((a, a_ends, a_words), (b, b_ends, b_words)) = (self.tail_parts(), other.tail_parts());
         self.counts == other.counts
             && self.scalars == other.scalars
             && self.single == other.single
-            && *self.ends == *other.ends
-            && *self.text == *other.text
+            && singles(self) == singles(other)
+            && a == b
+            && a_words == b_words
+            && a_ends.eq(b_ends)
             && self.managed_fields == other.managed_fields
     }
 }
@@ -311,6 +323,7 @@ impl ObjectMeta {
             text: Arc::from(text),
             single,
             ends: Arc::from(ends.get(SINGLE_STRINGS..).unwrap_or_default()),
+            tail: None,
             counts,
             scalars,
             managed_fields,
@@ -318,7 +331,52 @@ impl ObjectMeta {
     }
 
     fn pieces(&self) -> Pieces<'_> {
-        Pieces::new(&self.text, &self.single, &self.ends)
+        let (tail, start) = self.tail_text();
+        Pieces::new(&self.text, &self.single, tail, start, &self.ends)
+    }
+
+    /// The text the strings after the single ones lie in, and where the first starts.
+    fn tail_text(&self) -> (&str, u32) {
+        match &self.tail {
+            Some(t) => (t, 0),
+            None => (&self.text, self.single[SINGLE_STRINGS - 1]),
+        }
+    }
+
+    /// The tail's strings as one string, the ends of each counted from its start, and the
+    /// words after them (owner flags); the same whether the tail is shared or not.
+    fn tail_parts(&self) -> (&str, impl Iterator<Item = u32> + '_, &[u32]) {
+        let (text, start) = self.tail_text();
+        let strings = self.counts.flags_at() - SINGLE_STRINGS;
+        let (ends, words) = self.ends.split_at(strings.min(self.ends.len()));
+        let end = ends.last().copied().unwrap_or(start);
+        let joined = text.get(start as usize..end as usize).unwrap_or("");
+        (
+            joined,
+            ends.iter().map(move |e| e.wrapping_sub(start)),
+            words,
+        )
+    }
+
+    /// The same metadata with its labels, annotations, owner references and finalizers in
+    /// `tails`' shared copy (made now if new); as it is when already shared, when `tails` is
+    /// full, or when there is nothing after the single strings.
+    pub(crate) fn sharing_tail(&self, tails: &MetaTails) -> ObjectMeta {
+        if self.tail.is_some() || self.counts.flags_at() == SINGLE_STRINGS {
+            return self.clone();
+        }
+        let (joined, ends, words) = self.tail_parts();
+        let rebased: Vec<u32> = ends.chain(words.iter().copied()).collect();
+        let Some((tail, ends)) = tails.share(joined, &rebased) else {
+            return self.clone();
+        };
+        let singles = self.single[SINGLE_STRINGS - 1] as usize;
+        ObjectMeta {
+            text: Arc::from(self.text.get(..singles).unwrap_or("")),
+            ends,
+            tail: Some(tail),
+            ..self.clone()
+        }
     }
 
     /// `metadata.name`.
@@ -445,9 +503,19 @@ impl ObjectMeta {
     }
 
     /// What the metadata holds in memory beyond its own struct, bytes: the strings, their
-    /// ends and the managed-fields handles (not the buffer those slice).
+    /// ends and the managed-fields handles (not the buffer those slice), a shared tail
+    /// ([`tail_is_shared`](Self::tail_is_shared)) and its ends included.
     pub fn heap_len(&self) -> usize {
-        self.text.len() + 4 * self.ends.len() + std::mem::size_of_val(&*self.managed_fields)
+        self.text.len()
+            + 4 * self.ends.len()
+            + self.tail.as_ref().map_or(0, |t| t.len())
+            + std::mem::size_of_val(&*self.managed_fields)
+    }
+
+    /// Whether the labels, annotations, owner references and finalizers lie in a tail shared
+    /// through [`MetaTails`] (a compact object's), rather than in the metadata's own text.
+    pub fn tail_is_shared(&self) -> bool {
+        self.tail.is_some()
     }
 
     /// The same metadata with its managed-fields entries copied into memory of their own, so

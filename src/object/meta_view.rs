@@ -19,44 +19,62 @@ pub(crate) const OWNER_CONTROLLER: u32 = 2;
 pub(crate) const OWNER_BLOCKS_SET: u32 = 4;
 pub(crate) const OWNER_BLOCKS: u32 = 8;
 
-/// Strings packed back to back in `text`: string `i` ends at `single[i]` (the first
-/// [`SINGLE_STRINGS`]) or `ends[i - SINGLE_STRINGS]`, and starts where string `i - 1` ends.
+/// Strings packed back to back: the first [`SINGLE_STRINGS`] in `text`, string `i` ending at
+/// `single[i]` and starting where string `i - 1` ends; the others in `tail`, string `i` ending at
+/// `ends[i - SINGLE_STRINGS]` and starting where the previous one ends (the first at
+/// `tail_start`). A decoded object's `tail` is its `text` (`tail_start` the end of the single
+/// strings); a compact one's is shared with other objects ([`MetaTails`](super::MetaTails)).
 /// Words of `ends` past the strings hold other data (owner flags).
 #[derive(Clone, Copy)]
 pub(crate) struct Pieces<'a> {
     text: &'a str,
     single: &'a [u32; SINGLE_STRINGS],
+    tail: &'a str,
+    tail_start: u32,
     ends: &'a [u32],
 }
 
 impl<'a> Pieces<'a> {
-    pub(crate) fn new(text: &'a str, single: &'a [u32; SINGLE_STRINGS], ends: &'a [u32]) -> Self {
-        Pieces { text, single, ends }
-    }
-
-    /// Where string `i` ends; `None` past the end.
-    fn end(self, i: usize) -> Option<u32> {
-        match i.checked_sub(SINGLE_STRINGS) {
-            None => Some(self.single[i]),
-            Some(j) => self.ends.get(j).copied(),
+    pub(crate) fn new(
+        text: &'a str,
+        single: &'a [u32; SINGLE_STRINGS],
+        tail: &'a str,
+        tail_start: u32,
+        ends: &'a [u32],
+    ) -> Self {
+        Pieces {
+            text,
+            single,
+            tail,
+            tail_start,
+            ends,
         }
     }
 
     /// String `i`; empty when `i` or its ends are out of range (never for packed metadata).
     pub(crate) fn get(self, i: usize) -> &'a str {
-        let Some(end) = self.end(i) else {
-            return "";
+        let (text, start, end) = match i.checked_sub(SINGLE_STRINGS) {
+            None => {
+                let start = i.checked_sub(1).map_or(0, |j| self.single[j]);
+                (self.text, start, self.single[i])
+            }
+            Some(j) => {
+                let Some(&end) = self.ends.get(j) else {
+                    return "";
+                };
+                let start = j.checked_sub(1).map_or(self.tail_start, |k| self.ends[k]);
+                (self.tail, start, end)
+            }
         };
-        let start = match i.checked_sub(1) {
-            Some(j) => self.end(j).unwrap_or(0),
-            None => 0,
-        };
-        self.text.get(start as usize..end as usize).unwrap_or("")
+        text.get(start as usize..end as usize).unwrap_or("")
     }
 
     /// Word `i` of the ends (0 when out of range).
     pub(crate) fn word(self, i: usize) -> u32 {
-        self.end(i).unwrap_or(0)
+        match i.checked_sub(SINGLE_STRINGS) {
+            None => self.single[i],
+            Some(j) => self.ends.get(j).copied().unwrap_or(0),
+        }
     }
 }
 

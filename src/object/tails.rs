@@ -1,0 +1,166 @@
+//! [`MetaTails`]: one copy of each distinct metadata tail (labels, annotations, owner
+//! references, finalizers) for the compact objects of a compressed cache.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use hashbrown::HashTable;
+
+/// At most this many distinct tails are kept; past it (after a sweep of those no object holds
+/// any more) a compact object keeps its tail to itself.
+pub const TAIL_LIMIT: usize = 1 << 16;
+
+/// The table of metadata tails that compact objects share: the labels, annotations, owner
+/// references and finalizers of an object, as packed strings with where each ends. Objects of
+/// one workload (the Pods of a ReplicaSet, the Jobs of a CronJob) differ in name, uid and
+/// resourceVersion but share all of that, so a compressed cache keeps it once per distinct
+/// content. Used by [`Compactor`](super::Compactor); clones share the table.
+///
+/// Tails no object holds any more are swept when the table doubles, and at most
+/// [`TAIL_LIMIT`] are kept.
+#[derive(Clone, Default)]
+pub struct MetaTails {
+    table: Arc<Mutex<Table>>,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: HashTable<Entry>,
+    /// Seeded per table: tails come from the API server, whose objects anyone with write
+    /// access shapes.
+    hasher: foldhash::quality::RandomState,
+    /// Sweep when `entries` reaches this many.
+    sweep_at: usize,
+    /// Inserts refused at the limit since the last sweep.
+    refused: usize,
+}
+
+struct Entry {
+    hash: u64,
+    text: Arc<str>,
+    ends: Arc<[u32]>,
+}
+
+/// A shared tail: its strings and their ends (relative to `text`), then any other words.
+pub(crate) type Tail = (Arc<str>, Arc<[u32]>);
+
+impl MetaTails {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The shared copy of the tail `text` with `ends` (made now if new), or `None` when the
+    /// table is full.
+    pub(crate) fn share(&self, text: &str, ends: &[u32]) -> Option<Tail> {
+        let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let hash = hash_of(&t.hasher, text, ends);
+        let same = |e: &Entry| e.hash == hash && *e.text == *text && *e.ends == *ends;
+        if let Some(e) = t.entries.find(hash, same) {
+            return Some((e.text.clone(), e.ends.clone()));
+        }
+        if t.entries.len() >= t.sweep_at.max(1024) {
+            t.sweep();
+        }
+        if t.entries.len() >= TAIL_LIMIT {
+            t.refused += 1;
+            if t.refused >= 4096 {
+                t.sweep();
+            }
+            return None;
+        }
+        let (text, ends): Tail = (Arc::from(text), Arc::from(ends));
+        t.entries.insert_unique(
+            hash,
+            Entry {
+                hash,
+                text: text.clone(),
+                ends: ends.clone(),
+            },
+            |e| e.hash,
+        );
+        Some((text, ends))
+    }
+
+    /// Distinct tails in the table (some may be held by no object until the next sweep).
+    pub fn len(&self) -> usize {
+        self.table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entries
+            .len()
+    }
+
+    /// `true` when the table holds no tail.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Table {
+    /// Drops the tails only the table holds.
+    fn sweep(&mut self) {
+        self.entries.retain(|e| Arc::strong_count(&e.text) > 1);
+        self.sweep_at = 2 * self.entries.len();
+        self.refused = 0;
+        if self.entries.capacity() > 4 * self.entries.len().max(1024) {
+            self.entries.shrink_to(self.entries.len(), |e| e.hash);
+        }
+    }
+}
+
+fn hash_of(hasher: &foldhash::quality::RandomState, text: &str, ends: &[u32]) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = hasher.build_hasher();
+    text.hash(&mut h);
+    ends.hash(&mut h);
+    h.finish()
+}
+
+impl std::fmt::Debug for MetaTails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaTails")
+            .field("tails", &self.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_tails_are_shared_and_unheld_ones_swept() {
+        let tails = MetaTails::new();
+        let a = tails.share("appweb", &[3, 6, 1]).unwrap();
+        let b = tails.share("appweb", &[3, 6, 1]).unwrap();
+        assert!(Arc::ptr_eq(&a.0, &b.0) && Arc::ptr_eq(&a.1, &b.1));
+        // Same text, other ends (or flags): another tail.
+        let c = tails.share("appweb", &[2, 6, 1]).unwrap();
+        assert!(!Arc::ptr_eq(&a.0, &c.0));
+        assert_eq!(tails.len(), 2);
+        drop((a, b, c));
+        // Filling the table past its sweep threshold drops what no one holds.
+        let held: Vec<Tail> = (0..1024)
+            .map(|i| tails.share(&format!("t{i}"), &[1]).unwrap())
+            .collect();
+        assert!(tails.len() <= 1024 + 2);
+        assert!(tails.len() >= held.len());
+        let again = tails.share("t7", &[1]).unwrap();
+        assert!(Arc::ptr_eq(&again.0, &held[7].0));
+    }
+
+    #[test]
+    fn a_full_table_refuses_then_sweeps() {
+        let tails = MetaTails::new();
+        let held: Vec<Tail> = (0..TAIL_LIMIT)
+            .map(|i| tails.share(&i.to_string(), &[]).unwrap())
+            .collect();
+        assert_eq!(tails.len(), TAIL_LIMIT);
+        assert!(tails.share("new", &[]).is_none());
+        drop(held);
+        // After enough refusals the table sweeps and takes new tails again.
+        let shared = (0..5000).filter(|i| tails.share(&format!("n{i}"), &[]).is_some());
+        assert!(shared.count() > 0);
+        assert!(tails.len() < TAIL_LIMIT);
+    }
+}
