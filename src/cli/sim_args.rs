@@ -141,6 +141,10 @@ pub(crate) struct SimFlags {
     /// Namespaces objects are spread over (`ns-0`, `ns-1`, ...).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) namespaces: Option<u32>,
+    /// Apps per namespace (`app-0`, `app-1`, ...): each app's Pods share a ReplicaSet, hence
+    /// their labels, owner reference and `generateName` (default 50).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) apps: Option<u32>,
     /// A BOOKMARK every this many resourceVersions (0 = only idle bookmarks).
     #[arg(long)]
     pub(crate) bookmark_every: Option<u64>,
@@ -189,6 +193,9 @@ impl SimFlags {
         }
         if let Some(n) = self.namespaces {
             cfg = cfg.namespaces(n);
+        }
+        if let Some(n) = self.apps {
+            cfg = cfg.apps(n);
         }
         if let Some(b) = self.bookmark_every {
             cfg = cfg.bookmark_every(b);

@@ -283,12 +283,12 @@ pub(crate) fn decode_meta(
                 message,
             })
     };
-    let scalars = MetaScalars {
-        generation: m.generation,
-        creation_timestamp: time(m.creation_timestamp)?,
-        deletion_timestamp: time(m.deletion_timestamp)?,
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-    };
+    let scalars = MetaScalars::new(
+        m.generation,
+        time(m.creation_timestamp)?,
+        time(m.deletion_timestamp)?,
+        m.deletion_grace_period_seconds,
+    );
     let (labels, annotations) = (sorted_entries(m.labels), sorted_entries(m.annotations));
     let owners = m.owner_references.unwrap_or_default();
     let finalizers = m.finalizers.unwrap_or_default();

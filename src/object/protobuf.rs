@@ -385,10 +385,16 @@ fn merge_object_meta(mut r: Reader<'_>, raw: &[u8], scan: &mut Scan) -> Result<(
             continue;
         }
         match f.number {
-            7 => scan.scalars.generation = Some(r.int64(&f)?),
-            8 => scan.scalars.creation_timestamp = time(r.message(&f, "Time")?)?,
-            9 => scan.scalars.deletion_timestamp = time(r.message(&f, "Time")?)?,
-            10 => scan.scalars.deletion_grace_period_seconds = Some(r.int64(&f)?),
+            7 => scan.scalars.set_generation(Some(r.int64(&f)?)),
+            8 => scan
+                .scalars
+                .set_creation_timestamp(time(r.message(&f, "Time")?)?),
+            9 => scan
+                .scalars
+                .set_deletion_timestamp(time(r.message(&f, "Time")?)?),
+            10 => scan
+                .scalars
+                .set_deletion_grace_period_seconds(Some(r.int64(&f)?)),
             11 | 12 => {
                 let entry = map_entry(r.message(&f, "ObjectMeta map entry")?, raw)?;
                 if f.number == 11 {
