@@ -11,8 +11,9 @@ use crate::store::Snapshot;
 /// With [`Compression::Zstd`] the processing thread, whenever the DeltaFIFO is empty, rewrites
 /// the objects written since it last did into their compact form
 /// ([`Compactor`](crate::object::Compactor)): the body one zstd frame made with a dictionary
-/// trained from this informer's own objects, the metadata's strings copied out of the received
-/// buffers and, where they repeat, shared. Reads see the same objects (equal metadata, equal
+/// trained from this informer's own objects, the metadata's labels, annotations, owner
+/// references and finalizers shared with the objects that have the same ones
+/// ([`MetaTails`](crate::object::MetaTails)). Reads see the same objects (equal metadata, equal
 /// bytes through [`Object::raw`](crate::object::Object::raw), equal typed decodes); a typed
 /// read of a compressed object decompresses first. Events carry the objects as decoded, except
 /// a relist's, which arrive compacted (or, unchanged, as the stored object); the store's copy
