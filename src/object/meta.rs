@@ -25,8 +25,8 @@ use super::time::Time;
 /// of the received bytes.
 ///
 /// Build one from [`ObjectMetaFields`] (`fields.into()`); copy one out, to edit it, with
-/// [`ObjectMeta::to_fields`]. Cloning is two reference-count increments (and a copy of the
-/// managed-fields slice handles).
+/// [`ObjectMeta::to_fields`]. Cloning is two reference-count increments (three for a compact
+/// object's, whose tail is shared) and a copy of the managed-fields slice handles.
 ///
 /// # Examples
 /// ```

@@ -59,6 +59,7 @@ impl MetaTails {
             return Some((e.text.clone(), e.ends.clone()));
         }
         if t.entries.len() >= t.sweep_at.max(1024) {
+            // `sweep_at` starts at 0: the first sweep comes at 1 024 tails.
             t.sweep();
         }
         if t.entries.len() >= TAIL_LIMIT {
@@ -100,7 +101,14 @@ impl Table {
     /// Drops the tails only the table holds.
     fn sweep(&mut self) {
         self.entries.retain(|e| Arc::strong_count(&e.text) > 1);
-        self.sweep_at = 2 * self.entries.len();
+        let len = self.entries.len();
+        // Next when the table doubles, or fills; a table full of held tails waits for
+        // refusals instead (sweeping it on every call would cost a pass per object).
+        self.sweep_at = if len >= TAIL_LIMIT {
+            usize::MAX
+        } else {
+            (2 * len).clamp(1024, TAIL_LIMIT)
+        };
         self.refused = 0;
         if self.entries.capacity() > 4 * self.entries.len().max(1024) {
             self.entries.shrink_to(self.entries.len(), |e| e.hash);
@@ -147,6 +155,21 @@ mod tests {
         assert!(tails.len() >= held.len());
         let again = tails.share("t7", &[1]).unwrap();
         assert!(Arc::ptr_eq(&again.0, &held[7].0));
+    }
+
+    #[test]
+    fn a_table_with_many_held_tails_still_sweeps_the_dead_ones_when_it_fills() {
+        let tails = MetaTails::new();
+        let held: Vec<Tail> = (0..40_000)
+            .map(|i| tails.share(&format!("h{i}"), &[]).unwrap())
+            .collect();
+        // 60 000 more, none held: the table fills and sweeps them instead of refusing.
+        let refused = (0..60_000)
+            .filter(|i| tails.share(&format!("d{i}"), &[]).is_none())
+            .count();
+        assert_eq!(refused, 0);
+        assert!(tails.len() < TAIL_LIMIT);
+        drop(held);
     }
 
     #[test]
