@@ -78,12 +78,13 @@ impl Version {
                 slot,
                 pos,
             } => {
-                let Some(key) = key_of(&self.items, slot) else {
+                let items = &self.items;
+                let Some(key) = key_of(items, slot) else {
                     return;
                 };
                 let map = &mut self.indexes[index];
                 if let Some(set) = map.get_mut(&*value)
-                    && set.remove(slot, key, pos).1
+                    && set.remove(slot, key, pos, |s| key_of(items, s)).1
                 {
                     map.remove(&*value);
                 }

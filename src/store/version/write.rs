@@ -328,17 +328,18 @@ impl Version {
     }
 
     fn index_remove(&mut self, pos: usize, value: &str, slot: Slot, log: &mut Log) {
-        let Some(key) = key_of(&self.items, slot) else {
+        let items = &self.items;
+        let Some(key) = key_of(items, slot) else {
             return;
         };
         let map = &mut self.indexes[pos];
         let Some((v, set)) = map.get_key_value_mut(value) else {
             return;
         };
-        if !set.contains(slot, key) {
+        if !set.contains(slot, key, |s| key_of(items, s)) {
             return;
         }
-        let (at, empty) = set.remove(slot, key, NO_POS);
+        let (at, empty) = set.remove(slot, key, NO_POS, |s| key_of(items, s));
         let value = if empty {
             map.remove_entry(value).map(|(v, _)| v)
         } else {
@@ -355,12 +356,13 @@ impl Version {
     }
 
     fn index_remove_everywhere(&mut self, pos: usize, slot: Slot, log: &mut Log) {
-        let Some(key) = key_of(&self.items, slot) else {
+        let items = &self.items;
+        let Some(key) = key_of(items, slot) else {
             return;
         };
         let values: Vec<Arc<str>> = self.indexes[pos]
             .iter()
-            .filter(|(_, set)| set.contains(slot, key))
+            .filter(|(_, set)| set.contains(slot, key, |s| key_of(items, s)))
             .map(|(v, _)| v.clone())
             .collect();
         for v in values {
