@@ -137,7 +137,7 @@ impl Chunks {
         true
     }
 
-    fn iter(&self) -> impl Iterator<Item = Slot> + '_ {
+    fn iter(&self) -> ChunksIter<'_> {
         self.chunks.iter().flatten().copied()
     }
 }
@@ -274,15 +274,17 @@ impl SlotSet {
         match self {
             SlotSet::One(s) => SlotSetIter::Slice(std::slice::from_ref(s).iter()),
             SlotSet::Few(slots) => SlotSetIter::Slice(slots.iter()),
-            SlotSet::Many(chunks) => SlotSetIter::Chunks(Box::new(chunks.iter())),
+            SlotSet::Many(chunks) => SlotSetIter::Chunks(chunks.iter()),
         }
     }
 }
 
+type ChunksIter<'a> = std::iter::Copied<std::iter::Flatten<std::slice::Iter<'a, Vec<Slot>>>>;
+
 /// Iterator over a [`SlotSet`], in key order.
 pub(crate) enum SlotSetIter<'a> {
     Slice(std::slice::Iter<'a, Slot>),
-    Chunks(Box<dyn Iterator<Item = Slot> + 'a>),
+    Chunks(ChunksIter<'a>),
 }
 
 impl Iterator for SlotSetIter<'_> {
