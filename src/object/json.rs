@@ -15,7 +15,8 @@ use serde_json::value::RawValue;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, Packer, owner_flags};
+use super::meta::{Counts, GroupVersionKind, ObjectMeta, Packer, owner_flags};
+use super::meta_scalars::MetaScalars;
 use super::meta_view::StrMapRef;
 use super::time::Time;
 use super::value::Object;

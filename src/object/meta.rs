@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use super::key::ObjectKey;
 use super::meta_fields::ObjectMetaFields;
+use super::meta_scalars::MetaScalars;
 use super::meta_view::{
     Finalizers, OWNER_BLOCKS, OWNER_BLOCKS_SET, OWNER_CONTROLLER, OWNER_CONTROLLER_SET, OwnerRef,
     OwnerRefs, Pieces, SINGLE_STRINGS, StrMapRef,
@@ -148,93 +149,6 @@ impl Packer {
         managed_fields: Box<[Bytes]>,
     ) -> ObjectMeta {
         ObjectMeta::from_packed(&self.text, &self.ends, counts, scalars, managed_fields)
-    }
-}
-
-/// The scalar fields of an [`ObjectMeta`], packed: 48 bytes where four `Option`s took 80 (a
-/// `Time` is 16 bytes and has no spare bit for `None`). Absent fields hold zeros, so derived
-/// equality is field equality.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct MetaScalars {
-    generation: i64,
-    grace: i64,
-    created: i64,
-    deleted: i64,
-    created_nanos: i32,
-    deleted_nanos: i32,
-    present: u8,
-}
-
-const GENERATION: u8 = 1;
-const CREATED: u8 = 2;
-const DELETED: u8 = 4;
-const GRACE: u8 = 8;
-
-impl MetaScalars {
-    pub(crate) fn new(
-        generation: Option<i64>,
-        creation_timestamp: Option<Time>,
-        deletion_timestamp: Option<Time>,
-        deletion_grace_period_seconds: Option<i64>,
-    ) -> Self {
-        let mut s = MetaScalars::default();
-        s.set_generation(generation);
-        s.set_creation_timestamp(creation_timestamp);
-        s.set_deletion_timestamp(deletion_timestamp);
-        s.set_deletion_grace_period_seconds(deletion_grace_period_seconds);
-        s
-    }
-
-    fn flag(&mut self, bit: u8, on: bool) {
-        if on {
-            self.present |= bit;
-        } else {
-            self.present &= !bit;
-        }
-    }
-
-    pub(crate) fn set_generation(&mut self, v: Option<i64>) {
-        self.flag(GENERATION, v.is_some());
-        self.generation = v.unwrap_or(0);
-    }
-
-    pub(crate) fn set_creation_timestamp(&mut self, t: Option<Time>) {
-        self.flag(CREATED, t.is_some());
-        let t = t.unwrap_or_default();
-        (self.created, self.created_nanos) = (t.seconds, t.nanos);
-    }
-
-    pub(crate) fn set_deletion_timestamp(&mut self, t: Option<Time>) {
-        self.flag(DELETED, t.is_some());
-        let t = t.unwrap_or_default();
-        (self.deleted, self.deleted_nanos) = (t.seconds, t.nanos);
-    }
-
-    pub(crate) fn set_deletion_grace_period_seconds(&mut self, v: Option<i64>) {
-        self.flag(GRACE, v.is_some());
-        self.grace = v.unwrap_or(0);
-    }
-
-    fn generation(&self) -> Option<i64> {
-        (self.present & GENERATION != 0).then_some(self.generation)
-    }
-
-    fn creation_timestamp(&self) -> Option<Time> {
-        (self.present & CREATED != 0).then_some(Time {
-            seconds: self.created,
-            nanos: self.created_nanos,
-        })
-    }
-
-    fn deletion_timestamp(&self) -> Option<Time> {
-        (self.present & DELETED != 0).then_some(Time {
-            seconds: self.deleted,
-            nanos: self.deleted_nanos,
-        })
-    }
-
-    fn deletion_grace_period_seconds(&self) -> Option<i64> {
-        (self.present & GRACE != 0).then_some(self.grace)
     }
 }
 

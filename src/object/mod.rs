@@ -21,6 +21,7 @@ mod key;
 mod list;
 mod meta;
 mod meta_fields;
+mod meta_scalars;
 mod meta_view;
 mod partial;
 mod protobuf;

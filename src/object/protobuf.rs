@@ -9,7 +9,8 @@ use bytes::Bytes;
 
 use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
-use super::meta::{Counts, GroupVersionKind, MetaScalars, ObjectMeta, owner_flags};
+use super::meta::{Counts, GroupVersionKind, ObjectMeta, owner_flags};
+use super::meta_scalars::MetaScalars;
 use super::meta_view::SINGLE_STRINGS;
 use super::protowire::{
     Field, Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
