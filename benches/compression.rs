@@ -17,8 +17,8 @@
 //! order, best of 5 passes each, alternated).
 //!
 //! A third table splits the heap bytes each compact object holds (allocator count): the
-//! `Arc<Object>`, the metadata (packed strings, their ends, managed-fields handles), the
-//! compressed body, and the rest.
+//! `Arc<Object>`, the metadata's own bytes (packed strings, their ends, managed-fields
+//! handles), the compressed body, and the rest (shared metadata tails among it).
 //! The count adds two atomic updates to every allocation and free, in every timing alike.
 //!
 //! `cargo bench --bench compression` (about a minute).
@@ -146,8 +146,8 @@ fn reads(objs: &[Arc<Object>], level: i32) -> Heap {
             .map(|o| Arc::new(c.compact(o).expect("compact"))),
     );
     let compact_ns = t0.elapsed().as_nanos() as f64 / objs.len() as f64;
-    // Everything the compact objects hold, the compactor's shared strings included (spread
-    // over the corpus), the received objects still alive beside them.
+    // Everything the compact objects hold, the shared metadata tails included (spread over the
+    // corpus), the received objects still alive beside them.
     let heap = heap_of(&small, GLOBAL.allocated() as isize - live as isize);
     let (mut plain_ns, mut small_ns) = (f64::MAX, f64::MAX);
     for _ in 0..3 {
@@ -177,17 +177,21 @@ fn reads(objs: &[Arc<Object>], level: i32) -> Heap {
     heap
 }
 
-/// Splits `total` heap bytes of `objs` into the `Arc<Object>` blocks, the metadata's packed
-/// strings and string ends (with their two `Arc` headers) and managed-fields handles
+/// Splits `total` heap bytes of `objs` into the `Arc<Object>` blocks, the metadata's own
+/// packed strings and string ends (with their `Arc` headers) and managed-fields handles
 /// ([`ObjectMeta::heap_len`](informer::object::ObjectMeta::heap_len)), and the compressed
-/// bodies; the rest is what those leave out (managed-fields copies, allocator rounding).
+/// bodies; the rest is what those leave out (shared metadata tails, managed-fields copies,
+/// allocator rounding).
 fn heap_of(objs: &[Arc<Object>], total: isize) -> Heap {
     use std::mem::size_of;
     let n = objs.len() as f64;
     let arc_header = 2 * size_of::<usize>();
     let meta: usize = objs
         .iter()
-        .map(|o| o.meta().heap_len() + 2 * arc_header)
+        .map(|o| {
+            let arcs = if o.meta().tail_is_shared() { 1 } else { 2 };
+            o.meta().heap_len() + arcs * arc_header
+        })
         .sum();
     Heap {
         total: total as f64 / n,

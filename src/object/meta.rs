@@ -494,14 +494,17 @@ impl ObjectMeta {
         parse_resource_version(self.resource_version())
     }
 
-    /// What the metadata holds in memory beyond its own struct, bytes: the strings, their
-    /// ends and the managed-fields handles (not the buffer those slice), a shared tail
-    /// ([`tail_is_shared`](Self::tail_is_shared)) and its ends included.
+    /// What the metadata holds in memory of its own beyond its struct, bytes: the strings,
+    /// their ends and the managed-fields handles (not the buffer those slice). A shared tail
+    /// ([`tail_is_shared`](Self::tail_is_shared)) and its ends belong to the
+    /// [`MetaTails`] table, once for all the objects that share them, and are not counted.
     pub fn heap_len(&self) -> usize {
-        self.text.len()
-            + 4 * self.ends.len()
-            + self.tail.as_ref().map_or(0, |t| t.len())
-            + std::mem::size_of_val(&*self.managed_fields)
+        let ends = if self.tail.is_some() {
+            0
+        } else {
+            4 * self.ends.len()
+        };
+        self.text.len() + ends + std::mem::size_of_val(&*self.managed_fields)
     }
 
     /// Whether the labels, annotations, owner references and finalizers lie in a tail shared
