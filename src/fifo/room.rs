@@ -1,11 +1,4 @@
 //! Giving back the room a large burst left in a queue's collections.
-//!
-//! A first list or a relist fills the DeltaFIFO (and the compaction queue) with one entry per
-//! object; once drained, the maps and deques keep their capacity, and std collections never
-//! shrink on their own. For 100 000 etcd Pods that was about 320 bytes per cached object (the
-//! DeltaFIFO's map of queued keys 198 B, its key queue 39 B, the compaction queue's set and
-//! deque 80 B; `valgrind --tool=massif` of `informer watch --compression zstd`, 2026-12-06),
-//! more than the compressed object itself.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash};
@@ -15,6 +8,12 @@ use std::hash::{BuildHasher, Hash};
 pub(crate) const KEEP: usize = 4096;
 
 /// Collections that can give back capacity they no longer need.
+///
+/// A first list or a relist fills the DeltaFIFO (and the compaction queue) with one entry per
+/// object; once drained, std maps and deques keep that capacity. For 100 000 etcd Pods it was
+/// about 320 bytes per cached object (the DeltaFIFO's map of queued keys 198 B, its key queue
+/// 39 B, the compaction queue's set and deque 80 B; `valgrind --tool=massif` of `informer
+/// watch --compression zstd`, 2026-12-06), more than the compressed object itself.
 pub(crate) trait GiveBackRoom {
     /// Shrinks to `max(2 × len, KEEP)` once the capacity is past `KEEP` and 8 times the length:
     /// rare enough that the rehash or copy it costs is paid once per burst, not per batch.
