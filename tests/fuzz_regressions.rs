@@ -8,7 +8,8 @@
 //!    a watch line `["ADDED",{...}]` as an ADDED event and `[410]` as a 410 status. The API
 //!    server's decoder (Go's `encoding/json`) rejects an array in place of a struct; ours now
 //!    answers with `DecodeError::Json` too.
-//! 2. An unterminated last watch line (`watch_json`: "raw bytes are not a slice of the input").
+//! 2. An unterminated last watch line (`watch_json`: "raw bytes are not a slice of the input";
+//!    later "not the stream's last value", when members followed `"object"`).
 //!    Not a decoder bug: the line decoder copies the start of a line it finds incomplete out of
 //!    the received chunks, so that no read buffer stays referenced while the rest is awaited,
 //!    and the object decoded from that line at the end of the stream is a copy. The target
@@ -165,5 +166,25 @@ fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
     assert!(
         p + raw.len() <= s || p >= s + STREAM.len(),
         "copied, not sliced"
+    );
+}
+
+#[test]
+fn members_after_the_object_of_an_unterminated_last_line_are_ignored() {
+    // The fuzzer's last line (`watch_json`: "not the stream's last value"): unknown members
+    // follow `"object"`; the object is decoded from its own bytes, the rest ignored.
+    const STREAM: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}},\"status\":\"statusValue\",\"details\":{\"name\":\"n\"}}";
+    let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT).with_compaction(0);
+    d.push(Bytes::from_static(STREAM));
+    assert_eq!(d.next_event(), Ok(None));
+    let last = d
+        .finish()
+        .unwrap()
+        .expect("the unterminated line is an event");
+    let o = last.object().unwrap();
+    assert_eq!(o.meta().name(), "a");
+    assert_eq!(
+        &o.raw().unwrap()[..],
+        &br#"{"kind":"Status","apiVersion":"v1","metadata":{"name":"a"}}"#[..]
     );
 }
