@@ -25,10 +25,7 @@ fn config(compression: Compression) -> InformerConfig {
 }
 
 /// Every cached object equals the simulator's (metadata and bytes).
-fn assert_matches_sim(
-    informer: &Informer<informer::sim::SimServer>,
-    sim: &informer::sim::SimServer,
-) {
+fn assert_matches_sim<L: ListerWatcher>(informer: &Informer<L>, sim: &informer::sim::SimServer) {
     let ours = informer.store().snapshot();
     let theirs = sim.truth().objects;
     assert_eq!(ours.len(), theirs.len());
@@ -364,4 +361,72 @@ async fn a_relist_at_the_same_resource_version_with_other_content_wins() {
             "zstd={zstd}: {stale} objects keep the pre-relist content"
         );
     }
+}
+
+/// A lister whose pages after the first wait until `open` is set (the test sets it once the
+/// informer has a dictionary, so which pages come after it is not left to timing).
+struct GatedPages {
+    sim: SimServer,
+    open: tokio::sync::watch::Receiver<bool>,
+}
+
+impl ListerWatcher for GatedPages {
+    type Body = SimWatch;
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        if opts.continue_token.is_some() {
+            let mut open = self.open.clone();
+            let _ = open.wait_for(|o| *o).await;
+        }
+        self.sim.list(opts).await
+    }
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
+        self.sim.watch(opts).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_list_trains_from_its_first_page_and_arrives_compacted_after_it() {
+    let sim = sim("etcd", |c| {
+        c.initial_objects(3000).target_objects(3000).vary(true)
+    });
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let informer = Informer::new(
+        GatedPages {
+            sim: sim.clone(),
+            open: gate,
+        },
+        config(Compression::Zstd(ZstdOptions {
+            train_samples: 200,
+            ..Default::default()
+        })),
+    );
+    let (adds, compact_adds) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, c) = (adds.clone(), compact_adds.clone());
+    informer
+        .add_event_handler(
+            HandlerFns::new().with_add(move |o: &Arc<Object>, _| {
+                a.fetch_add(1, Ordering::Relaxed);
+                if o.compressed_with().is_some() {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+            }),
+            HandlerOptions::new(),
+        )
+        .unwrap();
+    informer.start(&tokio::runtime::Handle::current());
+    // The first page (500 objects, more than the 200 samples) trains the dictionary while the
+    // list waits for its second page: nothing is synced yet.
+    assert!(eventually(Duration::from_secs(30), || informer.dictionary().is_some()).await);
+    assert!(!informer.has_synced());
+    open.send(true).unwrap();
+    start_compacted(&informer, 3000, true).await;
+    assert!(
+        eventually(Duration::from_secs(30), || adds.load(Ordering::Relaxed)
+            == 3000)
+        .await
+    );
+    // Pages 2 to 6 were compacted as they arrived: handlers got them compact.
+    assert_eq!(compact_adds.load(Ordering::Relaxed), 2500);
+    // The first page was compacted by the processing thread afterwards.
+    assert_matches_sim(&informer, &sim);
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use super::compression::{Compression, ZstdOptions};
 use super::ratio_watch::RatioWatch;
+use super::training::{MIN_SAMPLES, SampleRules};
 use crate::fifo::room::GiveBackRoom;
 use crate::object::{Compactor, DecodeError, Dictionary, KeySet, MetaTails, ObjectKey};
 use crate::store::{Op, WriteBatch};
@@ -19,12 +20,6 @@ const SLICE: Duration = Duration::from_micros(200);
 
 /// Objects compacted per store write (each write is one store version).
 const PER_WRITE: usize = 64;
-
-/// Bytes of samples per byte of dictionary trained (zstd's guidance is about 100).
-const SAMPLE_BYTES_PER_DICT_BYTE: usize = 100;
-
-/// Fewest objects a dictionary is trained from; zstd's trainer fails on fewer.
-const MIN_SAMPLES: usize = 16;
 
 /// The compaction state, owned by the processing thread.
 pub(super) struct Compaction {
@@ -97,7 +92,7 @@ impl Compaction {
             return false;
         }
         if self.compactor.is_none() {
-            let first = self.train(shared);
+            let first = self.adopt(shared) || self.train(shared);
             if !first {
                 return false;
             }
@@ -119,6 +114,19 @@ impl Compaction {
             }
         }
         !self.dirty.is_empty()
+    }
+
+    /// Installs a compactor with the dictionary the first list's samples trained
+    /// ([`ListSampler`](super::list_sampler::ListSampler)), if there is one by now: `true` when
+    /// it did.
+    fn adopt(&mut self, shared: &Shared) -> bool {
+        let Some(dict) = shared.dictionary.load_full() else {
+            return false;
+        };
+        tracing::debug!(informer = %shared.name, bytes = dict.len(), "compression dictionary trained from the first list");
+        self.compactor = Some(Compactor::with_tails(dict, self.tails.clone()));
+        self.ratio = RatioWatch::default();
+        true
     }
 
     /// Starts the dictionary's training (the first, or a retraining), or collects it: `true`
@@ -155,7 +163,8 @@ impl Compaction {
         if self.compactor.is_some() && !self.retrain {
             return false;
         }
-        // Train once the first list is in the store: it is what the cache will mostly hold.
+        // Train once the first list is in the store (it is what the cache will mostly hold),
+        // unless the list sampler still trains from its first pages.
         let len = shared.store.len();
         if !shared.fifo.has_synced()
             || len < MIN_SAMPLES
@@ -163,43 +172,39 @@ impl Compaction {
         {
             return false;
         }
+        if self.compactor.is_none() {
+            let sampler_done = shared.list_sampler.as_ref().is_none_or(|s| s.hand_over());
+            // A dictionary the sampler trained meanwhile is adopted on the next run.
+            if !sampler_done || shared.dictionary.load().is_some() {
+                return false;
+            }
+        }
+        let rules = SampleRules::new(options);
         let snapshot = shared.store.snapshot();
-        let step = (len / options.train_samples.max(1)).max(1);
-        // Copies (a slice would keep its whole list page alive until training ends) of whole
-        // objects, spread over the store, until SAMPLE_BYTES_PER_DICT_BYTE × the dictionary's
-        // size (zstd wants about 100×; more costs training time and memory, not ratio); only
-        // an object over a sixteenth of that is cut (cut samples train worse).
-        let budget = options
-            .dictionary_bytes
-            .saturating_mul(SAMPLE_BYTES_PER_DICT_BYTE);
-        let count = options.train_samples.max(MIN_SAMPLES);
-        let each = (budget / MIN_SAMPLES).max(1024);
+        // Spread over the store.
+        let step = (len / rules.count).max(1);
         let mut samples: Vec<Vec<u8>> = Vec::new();
         let mut taken = 0usize;
         for (_, o) in snapshot.iter().step_by(step) {
-            if samples.len() >= count || (taken >= budget && samples.len() >= MIN_SAMPLES) {
+            if rules.enough(samples.len(), taken) {
                 break;
             }
-            if let Ok(sample) = o.with_raw(|r| r[..r.len().min(each)].to_vec()) {
+            if let Ok(sample) = o.with_raw(|r| rules.sample(r)) {
                 taken += sample.len();
                 samples.push(sample);
             }
         }
         drop(snapshot);
-        let total: usize = samples.iter().map(Vec::len).sum();
-        let max = options.dictionary_bytes.min(total / 8).max(256);
-        let level = options.level;
         let wake = shared.rv_moved.clone();
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("informer-dictionary".into())
-            .spawn(move || {
-                let _ = tx.send(Dictionary::train(&samples, max, level));
-                wake.notify_one();
-            });
-        match spawned {
-            Ok(_) => self.training = Some(rx),
-            Err(_) => self.failed_at = Some(len),
+        let spawned = rules.spawn(samples, move |trained| {
+            let _ = tx.send(trained);
+            wake.notify_one();
+        });
+        if spawned {
+            self.training = Some(rx);
+        } else {
+            self.failed_at = Some(len);
         }
         false
     }

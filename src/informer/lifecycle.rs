@@ -58,6 +58,7 @@ impl<L: ListerWatcher> Informer<L> {
                         self.shared.store.clone(),
                         self.shared.dictionary.clone(),
                         self.shared.tails.clone(),
+                        self.shared.list_sampler.clone(),
                     )
                 },
             ),

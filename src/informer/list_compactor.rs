@@ -8,9 +8,11 @@ use arc_swap::ArcSwapOption;
 use crate::object::{Compactor, Dictionary, MetaTails, Object};
 use crate::store::Store;
 
+use super::list_sampler::ListSampler;
+
 /// Compacts listed objects on the reflector's thread once the informer has a dictionary
-/// (before that, the first list arrives as it is and the processing thread compacts it when
-/// idle). A listed object equal to the compact one the store holds (same uid, same
+/// (before that, listed objects are offered to the [`ListSampler`], which trains the first
+/// one, and they arrive as they are: the processing thread compacts them when idle). A listed object equal to the compact one the store holds (same uid, same
 /// resourceVersion, same bytes) is replaced by the stored one: a relist then costs one
 /// decompression for unchanged objects, and the DeltaFIFO's replace finds them unchanged.
 ///
@@ -21,6 +23,7 @@ pub(super) struct ListCompactor {
     dictionary: Arc<ArcSwapOption<Dictionary>>,
     tails: MetaTails,
     compactor: Mutex<Option<Compactor>>,
+    sampler: Option<Arc<ListSampler>>,
 }
 
 impl ListCompactor {
@@ -28,12 +31,14 @@ impl ListCompactor {
         store: Store,
         dictionary: Arc<ArcSwapOption<Dictionary>>,
         tails: MetaTails,
+        sampler: Option<Arc<ListSampler>>,
     ) -> Self {
         ListCompactor {
             store,
             dictionary,
             tails,
             compactor: Mutex::new(None),
+            sampler,
         }
     }
 
@@ -41,6 +46,9 @@ impl ListCompactor {
     /// listed, and the processing thread tries again).
     pub(super) fn compact(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         let Some(dict) = self.dictionary.load_full() else {
+            if let Some(sampler) = &self.sampler {
+                sampler.offer(&items);
+            }
             return items;
         };
         // The stored twins first, under one snapshot released before any compression (a held

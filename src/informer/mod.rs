@@ -9,6 +9,7 @@ mod events;
 mod gate;
 mod lifecycle;
 mod list_compactor;
+mod list_sampler;
 mod lister;
 mod options;
 mod process;
@@ -18,6 +19,7 @@ mod registration;
 mod resync;
 mod sink;
 mod sync_error;
+mod training;
 mod transform;
 mod typed;
 
@@ -119,6 +121,9 @@ struct Shared {
     /// The metadata tails compact objects share (both compactors': the processing thread's
     /// and the reflector's for listed pages).
     tails: crate::object::MetaTails,
+    /// Trains the first dictionary from the first list's first objects (compression without a
+    /// given dictionary only).
+    list_sampler: Option<Arc<list_sampler::ListSampler>>,
     /// The reflector's counters, set by `start`.
     reflector_metrics: OnceLock<Arc<ReflectorMetrics>>,
 }
@@ -214,6 +219,11 @@ impl<L: ListerWatcher> Informer<L> {
             .kind(config.fifo)
             .known_objects(Arc::new(KnownStore(reader.clone())))
             .build();
+        let rv_moved = Arc::new(tokio::sync::Notify::new());
+        let dictionary = Arc::new(arc_swap::ArcSwapOption::from(match &config.compression {
+            Compression::Zstd(o) => o.dictionary.clone(),
+            Compression::None => None,
+        }));
         Informer {
             shared: Arc::new(Shared {
                 fifo,
@@ -226,7 +236,7 @@ impl<L: ListerWatcher> Informer<L> {
                 }),
                 publishing: Mutex::new(()),
                 seen_rv: Arc::new(AtomicU64::new(0)),
-                rv_moved: Arc::new(tokio::sync::Notify::new()),
+                rv_moved: rv_moved.clone(),
                 metrics: InformerMetrics::default(),
                 batch_size: if config.batch_size == 0 {
                     1024
@@ -240,10 +250,13 @@ impl<L: ListerWatcher> Informer<L> {
                 error_feeds: Mutex::new(Vec::new()),
                 processing: prometheus::LatencyHistogram::default(),
                 reflector_metrics: OnceLock::new(),
-                dictionary: Arc::new(arc_swap::ArcSwapOption::from(match &config.compression {
-                    Compression::Zstd(o) => o.dictionary.clone(),
-                    Compression::None => None,
-                })),
+                list_sampler: match &config.compression {
+                    Compression::Zstd(o) if o.dictionary.is_none() => Some(Arc::new(
+                        list_sampler::ListSampler::new(o, dictionary.clone(), rv_moved.clone()),
+                    )),
+                    _ => None,
+                },
+                dictionary,
                 tails: crate::object::MetaTails::new(),
                 compression: config.compression,
             }),
