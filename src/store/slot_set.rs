@@ -185,6 +185,11 @@ impl SlotSet {
                     }
                 };
                 if len < FEW_MAX {
+                    // Grown by an eighth (at least 2), not doubled: a label's set of 10 items
+                    // holds 10 slots, not 16, in each of the store's two buffers.
+                    if len == slots.capacity() {
+                        slots.reserve_exact((len / 8).max(2));
+                    }
                     slots.insert(pos, slot);
                     (pos as u32, len as u32)
                 } else {
