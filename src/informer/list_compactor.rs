@@ -42,6 +42,13 @@ impl ListCompactor {
         }
     }
 
+    /// The list whose pages [`compact`](Self::compact) got has ended.
+    pub(super) fn list_ended(&self) {
+        if let Some(sampler) = &self.sampler {
+            sampler.close();
+        }
+    }
+
     /// `items` in their compact form (each as it is where compaction fails: it is still
     /// listed, and the processing thread tries again).
     pub(super) fn compact(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {

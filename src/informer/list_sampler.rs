@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwapOption;
 
-use crate::object::{Dictionary, Object};
+use crate::object::{Dictionary, KeySet, Object};
 
 use super::compression::ZstdOptions;
 use super::training::SampleRules;
@@ -24,8 +24,11 @@ use super::training::SampleRules;
 /// larger on that corpus (HEAD Pods 242 → 253 bytes, etcd Pods 185 → 193). The ratio watch
 /// retrains when later objects compress much worse.
 ///
-/// A list too short to fill the samples leaves the training to the processing thread, which
-/// takes over ([`ListSampler::hand_over`]) once the informer has synced.
+/// Only the first list is sampled, each object once (a retried list or a streaming list's
+/// repeated key adds no second sample): the sampler closes when that list ends
+/// ([`ListSampler::close`]). A list too short to fill the samples leaves the training to the
+/// processing thread, which trains from the store once the informer has synced, as it does
+/// when this training fails.
 pub(super) struct ListSampler {
     rules: SampleRules,
     state: Mutex<Sampling>,
@@ -36,12 +39,27 @@ pub(super) struct ListSampler {
 }
 
 enum Sampling {
-    /// Copies of the objects listed so far, and their bytes.
-    Collecting { samples: Vec<Vec<u8>>, bytes: usize },
+    /// Copies of the objects listed so far, their keys, and their bytes.
+    Collecting {
+        samples: Vec<Vec<u8>>,
+        keys: KeySet,
+        bytes: usize,
+    },
     /// A thread trains from them.
     Training,
-    /// Trained, failed, or handed over to the processing thread.
+    /// Trained, failed, closed with too few samples, or handed over to the processing thread.
     Over,
+}
+
+/// Ends a training thread's run whatever happens to it (a panic in zstd's trainer included):
+/// the sampler is over and the processing thread wakes, to adopt the dictionary or train one.
+struct Finish(Arc<ListSampler>);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        *self.0.state() = Sampling::Over;
+        self.0.wake.notify_one();
+    }
 }
 
 impl ListSampler {
@@ -54,6 +72,7 @@ impl ListSampler {
             rules: SampleRules::new(options),
             state: Mutex::new(Sampling::Collecting {
                 samples: Vec::new(),
+                keys: KeySet::default(),
                 bytes: 0,
             }),
             dictionary,
@@ -69,14 +88,23 @@ impl ListSampler {
     /// the training once it has enough.
     pub(super) fn offer(self: &Arc<Self>, items: &[Arc<Object>]) {
         let mut state = self.state();
-        let Sampling::Collecting { samples, bytes } = &mut *state else {
+        let Sampling::Collecting {
+            samples,
+            keys,
+            bytes,
+        } = &mut *state
+        else {
             return;
         };
         for o in items {
             if self.rules.enough(samples.len(), *bytes) {
                 break;
             }
+            if keys.contains(o.key_ref()) {
+                continue;
+            }
             if let Ok(sample) = o.with_raw(|raw| self.rules.sample(raw)) {
+                keys.insert(o.key());
                 *bytes += sample.len();
                 samples.push(sample);
             }
@@ -87,29 +115,38 @@ impl ListSampler {
         let samples = std::mem::take(samples);
         *state = Sampling::Training;
         drop(state);
-        let me = self.clone();
+        let finish = Finish(self.clone());
         let started = self.rules.spawn(samples, move |trained| {
             match trained {
                 Ok(dict) => {
                     let dict = Some(Arc::new(dict));
-                    me.dictionary
+                    finish
+                        .0
+                        .dictionary
                         .rcu(|now| now.clone().or_else(|| dict.clone()));
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "training a dictionary from the first list failed")
                 }
             }
-            *me.state() = Sampling::Over;
-            me.wake.notify_one();
+            drop(finish);
         });
         if !started {
             *self.state() = Sampling::Over;
         }
     }
 
-    /// The processing thread trains from the store instead (the list was too short to fill the
-    /// samples, or the training failed): frees what was collected and returns `true`, or
-    /// `false` while a training of this sampler's is still running.
+    /// The first list ended: stops collecting (and frees the samples) unless a training runs.
+    pub(super) fn close(&self) {
+        let mut state = self.state();
+        if matches!(*state, Sampling::Collecting { .. }) {
+            *state = Sampling::Over;
+        }
+    }
+
+    /// Whether the processing thread may train from the store (the list was too short to fill
+    /// the samples, or this training failed): `false` while this sampler's training runs.
+    /// Closes the sampler.
     pub(super) fn hand_over(&self) -> bool {
         let mut state = self.state();
         if matches!(*state, Sampling::Training) {
@@ -117,5 +154,93 @@ impl ListSampler {
         }
         *state = Sampling::Over;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::object::{Encoding, GroupVersionKind, ObjectMeta, ObjectMetaFields};
+
+    fn obj(name: &str) -> Arc<Object> {
+        let meta = ObjectMeta::from(ObjectMetaFields {
+            name: name.to_owned().into(),
+            namespace: "ns".to_owned().into(),
+            ..Default::default()
+        });
+        let raw = format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns"}}}}"#);
+        Arc::new(Object::from_parts(
+            Arc::new(GroupVersionKind::new("", "v1", "Pod")),
+            meta,
+            Bytes::from(raw),
+            Encoding::Json,
+        ))
+    }
+
+    fn sampler() -> Arc<ListSampler> {
+        let options = ZstdOptions {
+            train_samples: 100,
+            ..Default::default()
+        };
+        Arc::new(ListSampler::new(
+            &options,
+            Arc::default(),
+            Arc::new(tokio::sync::Notify::new()),
+        ))
+    }
+
+    /// Samples collected so far; `None` once the sampler no longer collects.
+    fn collected(s: &ListSampler) -> Option<usize> {
+        match &*s.state() {
+            Sampling::Collecting { samples, .. } => Some(samples.len()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_object_listed_again_is_not_sampled_twice() {
+        let s = sampler();
+        let page: Vec<_> = (0..10).map(|i| obj(&format!("pod-{i}"))).collect();
+        s.offer(&page);
+        // A retried list, or a streaming list's second event for the same keys.
+        s.offer(&page);
+        assert_eq!(collected(&s), Some(10));
+    }
+
+    #[test]
+    fn the_end_of_the_first_list_frees_the_samples_and_ends_sampling() {
+        let s = sampler();
+        s.offer(&[obj("a"), obj("b")]);
+        s.close();
+        assert_eq!(collected(&s), None);
+        // A relist offers nothing more.
+        s.offer(
+            &(0..200)
+                .map(|i| obj(&format!("pod-{i}")))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(collected(&s), None);
+        assert!(s.dictionary.load().is_none());
+        assert!(s.hand_over());
+    }
+
+    #[test]
+    fn a_training_thread_that_panics_still_ends_the_training() {
+        let s = sampler();
+        *s.state() = Sampling::Training;
+        assert!(
+            !s.hand_over(),
+            "the processing thread waits while it trains"
+        );
+        let finish = Finish(s.clone());
+        let died = std::thread::spawn(move || {
+            let _finish = finish;
+            panic!("zstd's trainer failed");
+        })
+        .join();
+        assert!(died.is_err());
+        assert!(s.hand_over(), "after it, the processing thread may train");
     }
 }

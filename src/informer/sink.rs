@@ -121,6 +121,9 @@ impl ReflectorStore for FifoSink {
                 ReflectorStore::replace(&self.fifo, kept, resource_version)?;
             }
         }
+        if let Some(c) = &self.list_compactor {
+            c.list_ended();
+        }
         // A relist is the truth at its version, even below a bookmark seen before.
         if let Some(rv) = parse_resource_version(resource_version) {
             self.seen_rv.store(rv, Ordering::SeqCst);
