@@ -36,12 +36,15 @@ struct Table {
 
 struct Entry {
     hash: u64,
-    text: Arc<str>,
+    text: SharedText,
     ends: Arc<[u32]>,
 }
 
+/// A shared tail's text: a thin pointer (an `Arc<str>` is two words).
+pub(crate) type SharedText = Arc<Box<str>>;
+
 /// A shared tail: its strings and their ends (relative to `text`), then any other words.
-pub(crate) type Tail = (Arc<str>, Arc<[u32]>);
+pub(crate) type Tail = (SharedText, Arc<[u32]>);
 
 impl MetaTails {
     /// An empty table.
@@ -54,7 +57,7 @@ impl MetaTails {
     pub(crate) fn share(&self, text: &str, ends: &[u32]) -> Option<Tail> {
         let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         let hash = hash_of(&t.hasher, text, ends);
-        let same = |e: &Entry| e.hash == hash && *e.text == *text && *e.ends == *ends;
+        let same = |e: &Entry| e.hash == hash && **e.text == *text && *e.ends == *ends;
         if let Some(e) = t.entries.find(hash, same) {
             return Some((e.text.clone(), e.ends.clone()));
         }
@@ -69,7 +72,7 @@ impl MetaTails {
             }
             return None;
         }
-        let (text, ends): Tail = (Arc::from(text), Arc::from(ends));
+        let (text, ends): Tail = (Arc::new(Box::from(text)), Arc::from(ends));
         t.entries.insert_unique(
             hash,
             Entry {
