@@ -80,7 +80,7 @@ fn main() {
 /// time, many times over: glibc serves the first from `mmap`, then raises its threshold and
 /// serves the rest from the training thread's arena, which it keeps after the thread is gone
 /// (7.4 MB of a 100 000 etcd Pod cache's 101 MB RSS, 2026-12-07). A fixed threshold keeps
-/// them all in `mmap`, handed back when freed: 1 011 → 945 B of RSS per cached etcd Pod.
+/// them all in `mmap`, handed back when freed: 1 011 → 945–957 B of RSS per cached etcd Pod.
 #[cfg(unix)]
 fn purge_freed_memory_at_once() {
     use std::os::unix::process::CommandExt;
