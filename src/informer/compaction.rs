@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::Shared;
 use super::compression::{Compression, ZstdOptions};
 use super::ratio_watch::RatioWatch;
-use super::training::{MIN_SAMPLES, SampleRules};
+use super::training::{MIN_SAMPLES, SampleRules, Samples};
 use crate::fifo::room::GiveBackRoom;
 use crate::object::{Compactor, DecodeError, Dictionary, KeySet, MetaTails, ObjectKey};
 use crate::store::{Op, WriteBatch};
@@ -183,16 +183,12 @@ impl Compaction {
         let snapshot = shared.store.snapshot();
         // Spread over the store.
         let step = (len / rules.count).max(1);
-        let mut samples: Vec<Vec<u8>> = Vec::new();
-        let mut taken = 0usize;
+        let mut samples = Samples::default();
         for (_, o) in snapshot.iter().step_by(step) {
-            if rules.enough(samples.len(), taken) {
+            if rules.enough(&samples) {
                 break;
             }
-            if let Ok(sample) = o.with_raw(|r| rules.sample(r)) {
-                taken += sample.len();
-                samples.push(sample);
-            }
+            rules.take(&mut samples, o);
         }
         drop(snapshot);
         let wake = shared.rv_moved.clone();

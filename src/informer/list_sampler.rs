@@ -8,7 +8,7 @@ use arc_swap::ArcSwapOption;
 use crate::object::{Dictionary, KeySet, Object};
 
 use super::compression::ZstdOptions;
-use super::training::SampleRules;
+use super::training::{SampleRules, Samples};
 
 /// Copies the first listed objects (up to [`ZstdOptions::train_samples`] or the sample budget)
 /// and trains the informer's first dictionary from them on a thread of its own, while the list
@@ -39,12 +39,8 @@ pub(super) struct ListSampler {
 }
 
 enum Sampling {
-    /// Copies of the objects listed so far, their keys, and their bytes.
-    Collecting {
-        samples: Vec<Vec<u8>>,
-        keys: KeySet,
-        bytes: usize,
-    },
+    /// Copies of the objects listed so far, and their keys.
+    Collecting { samples: Samples, keys: KeySet },
     /// A thread trains from them.
     Training,
     /// Trained, failed, closed with too few samples, or handed over to the processing thread.
@@ -71,9 +67,8 @@ impl ListSampler {
         ListSampler {
             rules: SampleRules::new(options),
             state: Mutex::new(Sampling::Collecting {
-                samples: Vec::new(),
+                samples: Samples::default(),
                 keys: KeySet::default(),
-                bytes: 0,
             }),
             dictionary,
             wake,
@@ -88,28 +83,18 @@ impl ListSampler {
     /// the training once it has enough.
     pub(super) fn offer(self: &Arc<Self>, items: &[Arc<Object>]) {
         let mut state = self.state();
-        let Sampling::Collecting {
-            samples,
-            keys,
-            bytes,
-        } = &mut *state
-        else {
+        let Sampling::Collecting { samples, keys } = &mut *state else {
             return;
         };
         for o in items {
-            if self.rules.enough(samples.len(), *bytes) {
+            if self.rules.enough(samples) {
                 break;
             }
-            if keys.contains(o.key_ref()) {
-                continue;
-            }
-            if let Ok(sample) = o.with_raw(|raw| self.rules.sample(raw)) {
+            if !keys.contains(o.key_ref()) && self.rules.take(samples, o) {
                 keys.insert(o.key());
-                *bytes += sample.len();
-                samples.push(sample);
             }
         }
-        if !self.rules.enough(samples.len(), *bytes) {
+        if !self.rules.enough(samples) {
             return;
         }
         let samples = std::mem::take(samples);

@@ -1,6 +1,6 @@
 //! Training a compression dictionary: which samples, how many, and the thread that trains.
 
-use crate::object::{DecodeError, Dictionary};
+use crate::object::{DecodeError, Dictionary, Object};
 
 use super::compression::ZstdOptions;
 
@@ -41,31 +41,55 @@ impl SampleRules {
         }
     }
 
-    /// Whether `samples` samples of `bytes` bytes in all are enough to train.
-    pub(super) fn enough(&self, samples: usize, bytes: usize) -> bool {
-        samples >= self.count || (bytes >= self.budget && samples >= MIN_SAMPLES)
+    /// Whether `samples` are enough to train.
+    pub(super) fn enough(&self, samples: &Samples) -> bool {
+        samples.taken.len() >= self.count
+            || (samples.bytes >= self.budget && samples.taken.len() >= MIN_SAMPLES)
     }
 
-    /// The sample taken from an object's bytes (a copy: a slice would keep its whole list page
-    /// alive until the training ends).
-    pub(super) fn sample(&self, raw: &[u8]) -> Vec<u8> {
-        raw[..raw.len().min(self.each)].to_vec()
+    /// Adds a sample of `obj` to `samples` unless they are enough already; returns whether it
+    /// did. The sample is a copy (a slice would keep its whole list page alive until the
+    /// training ends).
+    pub(super) fn take(&self, samples: &mut Samples, obj: &Object) -> bool {
+        if self.enough(samples) {
+            return false;
+        }
+        let Ok(sample) = obj.with_raw(|raw| raw[..raw.len().min(self.each)].to_vec()) else {
+            return false;
+        };
+        samples.bytes += sample.len();
+        samples.taken.push(sample);
+        true
     }
 
     /// Starts a thread training a dictionary from `samples` and hands its result to `done`
     /// (on that thread). `false` when no thread could start (`done` is then dropped uncalled).
     pub(super) fn spawn(
         &self,
-        samples: Vec<Vec<u8>>,
+        samples: Samples,
         done: impl FnOnce(Result<Dictionary, DecodeError>) + Send + 'static,
     ) -> bool {
-        let total: usize = samples.iter().map(Vec::len).sum();
         // zstd's trainer wants several times the dictionary's size in samples.
-        let max = self.dictionary_bytes.min(total / 8).max(256);
+        let max = self.dictionary_bytes.min(samples.bytes / 8).max(256);
         let level = self.level;
         std::thread::Builder::new()
             .name("informer-dictionary".into())
-            .spawn(move || done(Dictionary::train(&samples, max, level)))
+            .spawn(move || done(Dictionary::train(&samples.taken, max, level)))
             .is_ok()
+    }
+}
+
+/// Samples collected for a training, and their bytes.
+#[derive(Default)]
+pub(super) struct Samples {
+    taken: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+#[cfg(test)]
+impl Samples {
+    /// How many were taken.
+    pub(super) fn len(&self) -> usize {
+        self.taken.len()
     }
 }
