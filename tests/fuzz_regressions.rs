@@ -14,6 +14,10 @@
 //!    the received chunks, so that no read buffer stays referenced while the rest is awaited,
 //!    and the object decoded from that line at the end of the stream is a copy. The target
 //!    expected a slice; it now expects the stream's own bytes, and this test pins both halves.
+//! 3. A timestamp with a signed six-digit year (`json_object`: "re-rendered document decodes").
+//!    jiff reads ISO 8601's extended years, so `"-004999-01-01T00:00:00Z"` was accepted, then
+//!    written back as `-4999-01-01T00:00:00Z`, which nothing reads. Go's RFC 3339 parser (the
+//!    API server's) takes four-digit years only; ours now rejects the others too.
 
 use bytes::Bytes;
 use informer::object::{
@@ -187,4 +191,32 @@ fn members_after_the_object_of_an_unterminated_last_line_are_ignored() {
         &o.raw().unwrap()[..],
         &br#"{"kind":"Status","apiVersion":"v1","metadata":{"name":"a"}}"#[..]
     );
+}
+
+#[test]
+fn timestamps_outside_rfc3339_years_are_rejected_and_the_others_round_trip() {
+    // The fuzzer's input.
+    let msg = json_error(object::decode(Bytes::from_static(
+        b"{\n  \"kind\": \"TRevi*/61\",\n  \"metadata\": {\n       \"deletionTimestamp\": \"-004999-01-01T00:00:00Z\"\n  }\n}",
+    )));
+    assert!(msg.contains("outside 0000-9999"), "{msg}");
+    for bad in ["+010000-01-01T00:00:00Z", "-000001-12-31T23:59:59Z"] {
+        let doc = format!(r#"{{"metadata":{{"creationTimestamp":"{bad}"}}}}"#);
+        json_error(object::decode(Bytes::from(doc)));
+    }
+    // jiff's timestamps end a day before RFC 3339's (9999-12-30T22:00:00Z): the last day of
+    // year 9999 is refused too, where Go reads it.
+    for good in [
+        "0000-01-01T00:00:00Z",
+        "0005-06-07T08:09:10Z",
+        "9999-12-30T00:00:00Z",
+    ] {
+        let doc = format!(r#"{{"metadata":{{"creationTimestamp":"{good}"}}}}"#);
+        let obj = object::decode(Bytes::from(doc)).unwrap();
+        let t = obj.meta().creation_timestamp().unwrap();
+        assert_eq!(t.to_rfc3339(), good);
+        let again = obj.with_meta(obj.meta().clone()).unwrap();
+        let back = object::decode(again.to_wire().unwrap()).unwrap();
+        assert_eq!(back.meta().creation_timestamp(), Some(t), "{good}");
+    }
 }

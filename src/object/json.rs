@@ -247,9 +247,21 @@ fn json_err(e: &serde_json::Error, base: u64) -> DecodeError {
     DecodeError::json(e, base)
 }
 
-/// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, fractional seconds allowed).
+/// First and last second RFC 3339 can write (0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z): its
+/// years have four digits.
+const RFC3339_SECONDS: std::ops::RangeInclusive<i64> = -62_167_219_200..=253_402_300_799;
+
+/// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, fractional seconds allowed), years
+/// 0000–9999 only, as Go's `time.Parse(time.RFC3339, …)` (`metav1.Time`'s JSON decoding).
+/// jiff also reads ISO 8601's signed six-digit years (`-004999-01-01T00:00:00Z`), which no API
+/// server writes and [`Time::to_rfc3339`] could not write back.
 fn parse_time(s: &str) -> Result<Time, String> {
     let ts: jiff::Timestamp = s.parse().map_err(|e| format!("timestamp {s:?}: {e}"))?;
+    if !RFC3339_SECONDS.contains(&ts.as_second()) {
+        return Err(format!(
+            "timestamp {s:?}: the year is outside 0000-9999, which RFC 3339 cannot write"
+        ));
+    }
     Ok(Time {
         seconds: ts.as_second(),
         nanos: ts.subsec_nanosecond(),
