@@ -31,6 +31,15 @@ fn json_error<T: std::fmt::Debug>(r: Result<T, DecodeError>) -> String {
     }
 }
 
+/// The event of the unterminated last line of what `d` was given: none before the stream
+/// ends, one at its end.
+fn unterminated_last_event(d: &mut WatchDecoder) -> WatchEvent {
+    assert_eq!(d.next_event(), Ok(None));
+    d.finish()
+        .unwrap()
+        .expect("the unterminated line is an event")
+}
+
 fn watch_json(stream: &'static [u8]) -> Result<Option<WatchEvent>, DecodeError> {
     let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT);
     d.push(Bytes::from_static(stream));
@@ -147,11 +156,7 @@ fn unterminated_last_watch_line_is_decoded_from_a_copy_of_its_bytes() {
     assert_eq!(&STREAM[at..at + raw.len()], &raw[..]);
 
     // The last line is incomplete until the stream ends: no event, and its bytes copied out.
-    assert_eq!(d.next_event(), Ok(None));
-    let last = d
-        .finish()
-        .unwrap()
-        .expect("the unterminated line is an event");
+    let last = unterminated_last_event(&mut d);
     let o = last.object().unwrap();
     assert_eq!(o.gvk().kind, "Status");
     assert_eq!(
@@ -180,11 +185,7 @@ fn members_after_the_object_of_an_unterminated_last_line_are_ignored() {
     const STREAM: &[u8] = b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"a\"}},\"status\":\"statusValue\",\"details\":{\"name\":\"n\"}}";
     let mut d = WatchDecoder::new(WatchFormat::Json, DEFAULT_FRAME_LIMIT).with_compaction(0);
     d.push(Bytes::from_static(STREAM));
-    assert_eq!(d.next_event(), Ok(None));
-    let last = d
-        .finish()
-        .unwrap()
-        .expect("the unterminated line is an event");
+    let last = unterminated_last_event(&mut d);
     let o = last.object().unwrap();
     assert_eq!(o.meta().name(), "a");
     assert_eq!(

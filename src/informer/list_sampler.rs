@@ -100,8 +100,9 @@ impl ListSampler {
         let samples = std::mem::take(samples);
         *state = Sampling::Training;
         drop(state);
+        // Also when no thread starts: the closure, and `finish` with it, is dropped unrun.
         let finish = Finish(self.clone());
-        let started = self.rules.spawn(samples, move |trained| {
+        self.rules.spawn(samples, move |trained| {
             match trained {
                 Ok(dict) => {
                     let dict = Some(Arc::new(dict));
@@ -116,9 +117,6 @@ impl ListSampler {
             }
             drop(finish);
         });
-        if !started {
-            *self.state() = Sampling::Over;
-        }
     }
 
     /// The first list ended: stops collecting (and frees the samples) unless a training runs.
