@@ -69,6 +69,13 @@ fn compacted_objects_equal_the_originals() {
         ));
         assert_eq!(small.meta(), obj.meta(), "{path}");
         assert_eq!(small.key(), obj.key());
+        // The compact key shares the compact metadata's text (small now: its tail is shared),
+        // not the received object's.
+        assert_eq!(
+            small.key().as_str().as_ptr(),
+            small.meta().namespace().as_ptr(),
+            "{path}"
+        );
         assert_eq!(small.gvk(), obj.gvk());
         assert_eq!(small.encoding(), obj.encoding());
         assert_eq!(small.raw().unwrap(), obj.raw().unwrap(), "{path}");

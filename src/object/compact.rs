@@ -86,10 +86,12 @@ impl Compactor {
         if self.frame.capacity() > 1 << 20 {
             self.frame = Vec::new();
         }
+        // The key from the new metadata: it shares that text, not the received one.
+        let meta = obj.meta().detached().sharing_tail(&self.tails);
         Ok(Object::from_body(
-            obj.key(),
+            meta.key(),
             obj.gvk_arc().clone(),
-            obj.meta().detached().sharing_tail(&self.tails),
+            meta,
             body,
             obj.encoding(),
         ))

@@ -79,6 +79,11 @@ pub(crate) struct Head<'a> {
 
 /// A JSON string as serde_json hands it over: borrowed from the input when it holds no escape,
 /// else unescaped into its own `String`.
+/// The text of an optional string field (`""` when absent, as Go has it).
+fn opt_str<'a>(s: &'a Option<JStr<'_>>) -> &'a str {
+    s.as_ref().map_or("", |s| &s.0)
+}
+
 #[derive(Default)]
 struct JStr<'a>(Cow<'a, str>);
 
@@ -312,15 +317,13 @@ pub(crate) fn decode_meta(
         finalizers.len(),
     );
     let mut p = Packer::with_capacity(raw.get().len(), counts.words());
-    for s in [
-        &m.name,
-        &m.generate_name,
-        &m.namespace,
-        &m.uid,
-        &m.resource_version,
-    ] {
-        p.push(s.as_ref().map_or("", |s| &s.0));
-    }
+    p.singles(
+        opt_str(&m.namespace),
+        opt_str(&m.name),
+        opt_str(&m.generate_name),
+        opt_str(&m.uid),
+        opt_str(&m.resource_version),
+    );
     for (k, v) in labels.iter().chain(&annotations) {
         p.push(&k.0);
         p.push(&v.0);

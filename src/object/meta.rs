@@ -9,8 +9,9 @@ use super::key::ObjectKey;
 use super::meta_fields::ObjectMetaFields;
 use super::meta_scalars::MetaScalars;
 use super::meta_view::{
-    Finalizers, OWNER_BLOCKS, OWNER_BLOCKS_SET, OWNER_CONTROLLER, OWNER_CONTROLLER_SET, OwnerRef,
-    OwnerRefs, Pieces, SINGLE_STRINGS, StrMapRef,
+    Finalizers, GENERATE_NAME, NAME, NAMESPACE, OWNER_BLOCKS, OWNER_BLOCKS_SET, OWNER_CONTROLLER,
+    OWNER_CONTROLLER_SET, OwnerRef, OwnerRefs, Pieces, RESOURCE_VERSION, SINGLE_STRINGS, StrMapRef,
+    UID,
 };
 use super::tails::{MetaTails, SharedText};
 use super::text::Str;
@@ -71,8 +72,13 @@ pub struct ObjectMeta {
     managed_fields: Box<[Bytes]>,
 }
 
+/// Most bytes of metadata text after the key that a key may keep alive by sharing the text
+/// ([`ObjectMeta::key`]): a compact object's generateName, uid and resourceVersion, a received
+/// small object's labels and owners; a key outlives its object in work queues and tombstones.
+const KEY_SHARE_SLACK: usize = 256;
+
 /// How many of each repeated field an [`ObjectMeta`] holds. Its packed words (`single`, then `ends`) are, in order, the five
-/// single strings (name, generateName, namespace, uid, resourceVersion), `labels` key/value
+/// single strings (namespace, name, generateName, uid, resourceVersion), `labels` key/value
 /// pairs, `annotations` pairs, `owners` × (apiVersion, kind, name, uid), `finalizers`, then
 /// `owners` flags words.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -138,6 +144,24 @@ impl Packer {
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
     }
 
+    /// Appends the single strings, first of all, in their packed order (with the key's `/`).
+    pub(crate) fn singles(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        generate_name: &str,
+        uid: &str,
+        rv: &str,
+    ) {
+        self.push(namespace);
+        if !namespace.is_empty() {
+            self.text.push('/');
+        }
+        for s in [name, generate_name, uid, rv] {
+            self.push(s);
+        }
+    }
+
     /// Appends a word that is not a string's end (an owner's flags).
     pub(crate) fn word(&mut self, w: u32) {
         self.ends.push(w);
@@ -194,15 +218,13 @@ impl From<&ObjectMetaFields> for ObjectMeta {
             f.finalizers.len(),
         );
         let mut p = Packer::with_capacity(0, counts.words());
-        for s in [
+        p.singles(
+            &f.namespace,
             &f.name,
             &f.generate_name,
-            &f.namespace,
             &f.uid,
             &f.resource_version,
-        ] {
-            p.push(s);
-        }
+        );
         for (k, v) in f.labels.iter().chain(f.annotations.iter()) {
             p.push(k);
             p.push(v);
@@ -375,27 +397,27 @@ impl ObjectMeta {
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        self.pieces().get(0)
+        self.pieces().get(NAME)
     }
 
     /// `metadata.generateName`.
     pub fn generate_name(&self) -> &str {
-        self.pieces().get(1)
+        self.pieces().get(GENERATE_NAME)
     }
 
     /// `metadata.namespace`; empty for cluster-scoped objects.
     pub fn namespace(&self) -> &str {
-        self.pieces().get(2)
+        self.pieces().get(NAMESPACE)
     }
 
     /// `metadata.uid`.
     pub fn uid(&self) -> &str {
-        self.pieces().get(3)
+        self.pieces().get(UID)
     }
 
     /// `metadata.resourceVersion`: opaque to clients; an etcd revision on real servers.
     pub fn resource_version(&self) -> &str {
-        self.pieces().get(4)
+        self.pieces().get(RESOURCE_VERSION)
     }
 
     /// `metadata.generation`, `None` when absent.
@@ -487,7 +509,14 @@ impl ObjectMeta {
     /// The object's cache key: `namespace/name`, or `name` when the namespace is empty
     /// (client-go `MetaNamespaceKeyFunc`, `tools/cache/store.go`).
     pub fn key(&self) -> ObjectKey {
-        ObjectKey::new(self.namespace(), self.name())
+        // The text starts with the key: shared, unless that would keep much more text alive
+        // with the key (labels and annotations of a received object) than the key itself.
+        let end = self.single[NAME] as usize;
+        if self.text.len() - end.min(self.text.len()) <= KEY_SHARE_SLACK {
+            ObjectKey::prefix_of(&self.text, end)
+        } else {
+            ObjectKey::from_raw(self.text.get(..end).unwrap_or_default())
+        }
     }
 
     /// `resourceVersion` parsed as the unsigned integer real servers use (etcd revision).

@@ -8,9 +8,16 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use super::meta_fields::OwnerReference;
 use super::text::StrMap;
 
-/// Number of single strings (name, generateName, namespace, uid, resourceVersion) at the start
-/// of an [`ObjectMeta`](super::ObjectMeta)'s packed strings.
+/// Number of single strings (namespace, name, generateName, uid, resourceVersion, in that
+/// order) at the start of an [`ObjectMeta`](super::ObjectMeta)'s packed strings. A `/` lies
+/// between a non-empty namespace and the name, so that the text starts with the object's key.
 pub(crate) const SINGLE_STRINGS: usize = 5;
+/// Positions of the single strings.
+pub(crate) const NAMESPACE: usize = 0;
+pub(crate) const NAME: usize = 1;
+pub(crate) const GENERATE_NAME: usize = 2;
+pub(crate) const UID: usize = 3;
+pub(crate) const RESOURCE_VERSION: usize = 4;
 
 /// Bits of an owner reference's flags word: `controller` present, and its value.
 pub(crate) const OWNER_CONTROLLER_SET: u32 = 1;
@@ -20,7 +27,8 @@ pub(crate) const OWNER_BLOCKS_SET: u32 = 4;
 pub(crate) const OWNER_BLOCKS: u32 = 8;
 
 /// Strings packed back to back: the first [`SINGLE_STRINGS`] in `text`, string `i` ending at
-/// `single[i]` and starting where string `i - 1` ends; the others in `tail`, string `i` ending at
+/// `single[i]` and starting where string `i - 1` ends (the name one byte later when the
+/// namespace is not empty: the key's `/`); the others in `tail`, string `i` ending at
 /// `ends[i - SINGLE_STRINGS]` and starting where the previous one ends (the first at
 /// `tail_start`). A decoded object's `tail` is its `text` (`tail_start` the end of the single
 /// strings); a compact one's is shared with other objects ([`MetaTails`](super::MetaTails)).
@@ -55,7 +63,14 @@ impl<'a> Pieces<'a> {
     pub(crate) fn get(self, i: usize) -> &'a str {
         let (text, start, end) = match i.checked_sub(SINGLE_STRINGS) {
             None => {
-                let start = i.checked_sub(1).map_or(0, |j| self.single[j]);
+                let start = match i.checked_sub(1) {
+                    None => 0,
+                    Some(NAMESPACE) => {
+                        let ns = self.single[NAMESPACE];
+                        ns + u32::from(ns > 0)
+                    }
+                    Some(j) => self.single[j],
+                };
                 (self.text, start, self.single[i])
             }
             Some(j) => {

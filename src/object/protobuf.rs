@@ -11,7 +11,7 @@ use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
 use super::meta::{Counts, GroupVersionKind, ObjectMeta, owner_flags};
 use super::meta_scalars::MetaScalars;
-use super::meta_view::SINGLE_STRINGS;
+use super::meta_view::{GENERATE_NAME, NAME, NAMESPACE, RESOURCE_VERSION, SINGLE_STRINGS, UID};
 use super::protowire::{
     Field, Reader, WT_LEN, len_field_size, put_bytes, put_message, put_str, put_tag, put_uint,
 };
@@ -301,11 +301,18 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
     } = scan;
     // Every string is copied in `Counts` order, then the whole text is checked once: it is
     // UTF-8 and each string ends on a char boundary exactly when every string is UTF-8.
+    for (i, s) in single.iter().enumerate() {
+        text.extend_from_slice(&raw[s.start..s.end]);
+        ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+        // The key's `/` after a non-empty namespace (see `SINGLE_STRINGS`).
+        if i == NAMESPACE && s.end > s.start {
+            text.push(b'/');
+        }
+    }
     let mut push = |s: &Span| {
         text.extend_from_slice(&raw[s.start..s.end]);
         ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
     };
-    single.iter().for_each(&mut push);
     labels
         .iter()
         .chain(annotations.iter())
@@ -373,11 +380,11 @@ fn sort_map(raw: &[u8], entries: &mut Vec<[Span; 2]>) -> Result<(), DecodeError>
 fn merge_object_meta(mut r: Reader<'_>, raw: &[u8], scan: &mut Scan) -> Result<(), DecodeError> {
     while let Some(f) = r.next_field()? {
         let single = match f.number {
-            1 => Some(0),
-            2 => Some(1),
-            3 => Some(2),
-            5 => Some(3),
-            6 => Some(4),
+            1 => Some(NAME),
+            2 => Some(GENERATE_NAME),
+            3 => Some(NAMESPACE),
+            5 => Some(UID),
+            6 => Some(RESOURCE_VERSION),
             _ => None,
         };
         if let Some(i) = single {
