@@ -8,13 +8,19 @@
 //!   every field but the timestamps agrees (upstream replaces a repeated `Time` where protobuf
 //!   would merge it, and reads an empty one as unset; we follow upstream);
 //! - `with_meta` (re-encoding the metadata, keeping the other fields) and
-//!   `without_managed_fields` decode back to the same metadata (minus managed fields).
+//!   `without_managed_fields` decode back to the same metadata (minus managed fields);
+//! - the compact form of the object, and of its re-encoded twin (whose metadata the compact
+//!   body leaves out and writes back on reads), gives back the same bytes and metadata.
 
 #![no_main]
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use informer::object::{self, DecodeError, GroupVersionKind, ObjectMeta, StrMapRef};
+use informer::object::{
+    self, Compactor, DecodeError, Dictionary, GroupVersionKind, ObjectMeta, StrMapRef,
+};
 use informer::wire::meta as pb;
 use informer_fuzz::assert_raw_in;
 use libfuzzer_sys::fuzz_target;
@@ -55,10 +61,29 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
+thread_local! {
+    static COMPACTOR: RefCell<Compactor> = RefCell::new(Compactor::new(Arc::new(
+        Dictionary::from_bytes(b"name namespace uid resourceVersion labels annotations", 3)
+            .expect("a raw-content dictionary"),
+    )));
+}
+
+/// The compact form of `obj` reads back as `obj`.
+fn compacts(obj: &object::Object) {
+    let small = COMPACTOR.with(|c| c.borrow_mut().compact(obj).expect("compaction"));
+    assert!(small.is_compressed());
+    assert_eq!(small.raw().unwrap(), obj.raw().unwrap(), "compact bytes");
+    assert_eq!(small.raw_len(), obj.raw_len());
+    assert_eq!(small.meta(), obj.meta(), "compact metadata");
+    assert_eq!(&small, obj);
+}
+
 fn round_trips(obj: &object::Object) {
+    compacts(obj);
     let again = obj
         .with_meta(obj.meta().clone())
         .expect("with_meta of a decoded object");
+    compacts(&again);
     let back = object::decode(again.to_wire().unwrap()).expect("re-encoded object decodes");
     assert_eq!(
         back.meta(),

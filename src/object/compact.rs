@@ -7,6 +7,7 @@ use zstd::zstd_safe::CCtx;
 use super::DecodeError;
 use super::body::Body;
 use super::dictionary::Dictionary;
+use super::encoding::Encoding;
 use super::tails::MetaTails;
 use super::value::Object;
 
@@ -82,7 +83,9 @@ impl Compactor {
             return Ok(obj.clone());
         }
         let (dict, cctx, frame) = (&self.dict, &mut self.cctx, &mut self.frame);
-        let body = obj.with_raw(|raw| Body::compress(raw, dict, cctx, frame))??;
+        // Protobuf metadata the API server wrote re-encodes exactly: the frame leaves it out.
+        let meta = (obj.encoding() == Encoding::Protobuf).then(|| obj.meta());
+        let body = obj.with_raw(|raw| Body::compress(raw, meta, dict, cctx, frame))??;
         if self.frame.capacity() > 1 << 20 {
             self.frame = Vec::new();
         }

@@ -22,7 +22,7 @@ use super::meta::{GroupVersionKind, ObjectMeta};
 // `repr(C)` with the key first: in an `Arc<Object>` the key then shares the first cache line
 // with the reference counts, so a store lookup that compares the key and clones the `Arc`
 // touches one line of the object, not two (the default layout put the key 376 bytes in).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[repr(C)]
 pub struct Object {
     /// `meta.key()`, built once: every stage (DeltaFIFO, store, listeners) asks for it.
@@ -32,6 +32,20 @@ pub struct Object {
     meta: ObjectMeta,
     encoding: Encoding,
 }
+
+/// Objects compare by content: key, kind, encoding, metadata and bytes (a compressed object
+/// equals the received one it was made from).
+impl PartialEq for Object {
+    fn eq(&self, other: &Object) -> bool {
+        self.key == other.key
+            && self.gvk == other.gvk
+            && self.encoding == other.encoding
+            && self.meta == other.meta
+            && self.body.same_bytes(&other.body, &self.meta)
+    }
+}
+
+impl Eq for Object {}
 
 impl Object {
     /// Assembles an object from parts already decoded. `raw` must be the object in `encoding`
@@ -96,7 +110,7 @@ impl Object {
     /// [`DecodeError::Compression`] when a compressed object does not decompress (the cached
     /// object is left as it is).
     pub fn raw(&self) -> Result<Bytes, DecodeError> {
-        self.body.bytes()
+        self.body.bytes(&self.meta)
     }
 
     /// Runs `f` on the object's own bytes; a compressed object is decompressed into a buffer
@@ -105,7 +119,7 @@ impl Object {
     /// # Errors
     /// As [`Object::raw`].
     pub fn with_raw<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R, DecodeError> {
-        self.body.with(f)
+        self.body.with(&self.meta, f)
     }
 
     /// Length of the object's own bytes (decompressed), bytes.
@@ -176,7 +190,7 @@ impl Object {
     pub fn decode<T: prost::Message + Default>(&self) -> Result<T, DecodeError> {
         match (self.encoding, &self.body) {
             (Encoding::Protobuf, Body::Plain(raw)) => Ok(T::decode(raw.clone())?),
-            (Encoding::Protobuf, _) => Ok(self.body.with(|raw| T::decode(raw))??),
+            (Encoding::Protobuf, _) => Ok(self.body.with(&self.meta, |raw| T::decode(raw))??),
             (Encoding::Json, _) => Err(DecodeError::NotProtobuf {
                 encoding: self.encoding,
             }),
@@ -202,9 +216,9 @@ impl Object {
     /// ```
     pub fn deserialize<T: serde::de::DeserializeOwned>(&self) -> Result<T, DecodeError> {
         match self.encoding {
-            Encoding::Json => self
-                .body
-                .with(|raw| serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0)))?,
+            Encoding::Json => self.body.with(&self.meta, |raw| {
+                serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0))
+            })?,
             Encoding::Protobuf => Err(DecodeError::NotJson {
                 encoding: self.encoding,
             }),
@@ -217,13 +231,13 @@ impl Object {
     /// [`DecodeError::Json`]; protobuf objects return [`DecodeError::UnknownEncoding`].
     pub fn to_json_value(&self) -> Result<serde_json::Value, DecodeError> {
         match self.encoding {
-            Encoding::Json => self
-                .body
-                .with(|raw| serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0)))?,
+            Encoding::Json => self.body.with(&self.meta, |raw| {
+                serde_json::from_slice(raw).map_err(|e| DecodeError::json(&e, 0))
+            })?,
             Encoding::Protobuf => Err(DecodeError::UnknownEncoding {
                 start: self
                     .body
-                    .with(|raw| raw.iter().take(4).copied().collect())?,
+                    .with(&self.meta, |raw| raw.iter().take(4).copied().collect())?,
             }),
         }
     }

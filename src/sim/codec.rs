@@ -9,9 +9,9 @@
 //!
 //! A change's watch frame is written in one pass into one buffer of the exact size, and the
 //! object's wire form (protobuf envelope or JSON document) is a slice of that frame: one
-//! allocation and one copy of the object per change. Protobuf decoders merge fields in any
-//! order (a later scalar wins, map entries accumulate), so the dynamic fields follow the static
-//! ones; JSON members are written once each.
+//! allocation and one copy of the object per change. Protobuf metadata is written in field
+//! order, as the API server writes it ([`meta_cuts`] places the dynamic fields among the static
+//! ones; a cache that re-encodes metadata finds it exact); JSON members are written once each.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -39,6 +39,46 @@ pub(crate) fn encode_event(
         Encoding::Protobuf => encode_watch_frame(event, out),
         Encoding::Json => encode_watch_line(event, out),
     }
+}
+
+/// Where the dynamic fields go in static protobuf metadata ([`Codec::static_meta`]): the
+/// offset of its empty `resourceVersion` field (6) and that field's length (2; 0 and the
+/// second offset when there is none), and the offset of its first field after the `labels`
+/// (11) it leaves out (the end of the bytes when there is none).
+fn meta_cuts(m: &[u8]) -> (usize, usize, usize) {
+    let (rv_at, labels_go) = field_offsets(m);
+    match rv_at {
+        Some(at) if m[at..].starts_with(&[6 << 3 | 2, 0]) => (at, 2, labels_go),
+        _ => (labels_go, 0, labels_go),
+    }
+}
+
+/// The offsets [`meta_cuts`] reads: of field 6, and of the first field above 11.
+fn field_offsets(m: &[u8]) -> (Option<usize>, usize) {
+    let (mut rv_at, mut at) = (None, 0);
+    while at < m.len() {
+        let Ok((tag, n)) = varint::read(&m[at..]) else {
+            break;
+        };
+        let field = tag >> 3;
+        if field == 6 {
+            rv_at = Some(at);
+        }
+        if field > 11 {
+            return (rv_at, at);
+        }
+        let value = at + n;
+        let next = match tag & 7 {
+            0 => varint::read(&m[value..]).map(|(_, n)| value + n),
+            2 => varint::read(&m[value..]).map(|(len, n)| value + n + len as usize),
+            _ => break,
+        };
+        match next {
+            Ok(next) if next <= m.len() => at = next,
+            _ => break,
+        }
+    }
+    (rv_at, m.len())
 }
 
 /// Appends a length-delimited protobuf field.
@@ -206,15 +246,18 @@ impl Codec {
         }
     }
 
-    /// The dynamic metadata bytes.
-    fn dynamic(&self, d: &Dynamic<'_>) -> Vec<u8> {
+    /// The dynamic metadata bytes; protobuf: the labels start at the returned offset (they go
+    /// after the static timestamps, the resourceVersion and generation before them).
+    fn dynamic(&self, d: &Dynamic<'_>) -> (Vec<u8>, usize) {
         let rv = d.resource_version.to_string();
         let mut out = Vec::with_capacity(d.labels.len() + 64);
+        let mut labels_at = 0;
         match self.encoding {
             Encoding::Protobuf => {
                 put_len_field(&mut out, 6, rv.as_bytes());
                 out.push(7 << 3);
                 varint::put(&mut out, d.generation as u64);
+                labels_at = out.len();
                 out.extend_from_slice(d.labels);
                 if let Some(v) = d.version {
                     self.put_label(&mut out, VERSION_LABEL, v);
@@ -239,7 +282,7 @@ impl Codec {
                 }
             }
         }
-        out
+        (out, labels_at)
     }
 
     /// A watch event frame of type `kind` for the object made of `static_meta` (of template
@@ -253,11 +296,13 @@ impl Codec {
         static_meta: &[u8],
         d: &Dynamic<'_>,
     ) -> (Bytes, Range<usize>) {
-        let dynamic = self.dynamic(d);
+        let (dynamic, labels_at) = self.dynamic(d);
         let rest = rest.unwrap_or(&self.rests[template]);
         match self.encoding {
             Encoding::Protobuf => {
-                let meta_len = static_meta.len() + dynamic.len();
+                // The static resourceVersion (empty) gives way to the dynamic one.
+                let (rv_at, skip, labels_go) = meta_cuts(static_meta);
+                let meta_len = static_meta.len() - skip + dynamic.len();
                 let raw_len = 1 + varint::len(meta_len as u64) + meta_len + rest.len();
                 let wire_len =
                     self.head.len() + 1 + varint::len(raw_len as u64) + raw_len + self.tail.len();
@@ -267,8 +312,11 @@ impl Codec {
                     varint::put(out, raw_len as u64);
                     out.push(0x0a);
                     varint::put(out, meta_len as u64);
-                    out.extend_from_slice(static_meta);
-                    out.extend_from_slice(&dynamic);
+                    out.extend_from_slice(&static_meta[..rv_at]);
+                    out.extend_from_slice(&dynamic[..labels_at]);
+                    out.extend_from_slice(&static_meta[rv_at + skip..labels_go]);
+                    out.extend_from_slice(&dynamic[labels_at..]);
+                    out.extend_from_slice(&static_meta[labels_go..]);
                     out.extend_from_slice(rest);
                     out.extend_from_slice(&self.tail);
                 })

@@ -7,8 +7,8 @@ use bytes::Bytes;
 
 use crate::object::encoding::Encoding;
 use crate::object::meta::{GroupVersionKind, ObjectMeta};
+use crate::object::meta_encode::encode_object_meta;
 use crate::object::meta_fields::ObjectMetaFields;
-use crate::object::protobuf::encode_object_meta;
 use crate::object::protowire::put_bytes;
 use crate::object::status::ApiStatus;
 use crate::object::{DecodeError, Object};
