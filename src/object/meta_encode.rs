@@ -3,9 +3,8 @@
 //! and a compact object's body, which leaves its metadata out when this gives it back.
 
 use super::meta::ObjectMeta;
-use super::protowire::{WT_LEN, put_bytes, put_message, put_str, put_tag, put_uint};
+use super::protowire::{put_bytes, put_message, put_str, put_uint};
 use super::time::Time;
-use super::varint;
 
 /// Encodes `meta` as an `ObjectMeta` message body (no tag, no length), in field order, the way
 /// the API server writes it: strings always present, optional numbers and times only when set.
@@ -68,10 +67,5 @@ pub fn encode_object_meta(meta: &ObjectMeta, out: &mut Vec<u8>) {
 /// Appends `meta` as an object message's field 1 (tag, length, message), as it leads every
 /// object the API server writes.
 pub(super) fn put_meta_field(meta: &ObjectMeta, out: &mut Vec<u8>) {
-    let start = out.len();
-    encode_object_meta(meta, out);
-    let mut head = Vec::with_capacity(6);
-    put_tag(&mut head, 1, WT_LEN);
-    varint::put(&mut head, (out.len() - start) as u64);
-    out.splice(start..start, head);
+    put_message(out, 1, |m| encode_object_meta(meta, m));
 }

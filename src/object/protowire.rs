@@ -240,9 +240,47 @@ pub(crate) fn put_uint(out: &mut Vec<u8>, field: u32, v: u64) {
     varint::put(out, v);
 }
 
-/// Appends a nested message built by `f` (length computed after building).
+/// Appends a nested message that `f` appends to `out` (its length written in front after: one
+/// byte reserved, more moved in for a message of 128 bytes or more; no buffer of its own, as
+/// reading a compact object re-encodes its metadata this way).
 pub(crate) fn put_message(out: &mut Vec<u8>, field: u32, f: impl FnOnce(&mut Vec<u8>)) {
-    let mut inner = Vec::new();
-    f(&mut inner);
-    put_bytes(out, field, &inner);
+    put_tag(out, field, WT_LEN);
+    let at = out.len();
+    out.push(0);
+    f(out);
+    let mut len = (out.len() - at - 1) as u64;
+    let mut head = [0u8; 10];
+    let mut n = 0;
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        head[n] = if len == 0 { byte } else { byte | 0x80 };
+        n += 1;
+        if len == 0 {
+            break;
+        }
+    }
+    out[at] = head[0];
+    if n > 1 {
+        out.splice(at + 1..at + 1, head[1..n].iter().copied());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nested_message_gets_the_length_a_separate_buffer_would_give() {
+        for len in [0, 1, 127, 128, 300, 16_384, 20_000] {
+            let inner = vec![7u8; len];
+            let mut want = vec![1, 2];
+            put_bytes(&mut want, 13, &inner);
+            want.push(3);
+            let mut got = vec![1, 2];
+            put_message(&mut got, 13, |m| m.extend_from_slice(&inner));
+            got.push(3);
+            assert_eq!(got, want, "{len}");
+        }
+    }
 }
