@@ -111,6 +111,10 @@ impl FifoSink {
 
 impl ReflectorStore for FifoSink {
     fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
+        let items = match &self.list_compactor {
+            Some(c) => c.compact_rest(items),
+            None => items,
+        };
         // Items come transformed (and filtered) from `listed`; judged again here, under the
         // lock, with the filter's current answer (a refilter may have run since).
         match &self.filter {
