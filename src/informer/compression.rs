@@ -31,10 +31,16 @@ use crate::store::Snapshot;
 /// stay in the cache are compressed. The first dictionary is trained from the first list's
 /// first objects ([`ZstdOptions::train_samples`]) while the list goes on; from then on listed
 /// objects are compacted as each page arrives, and on a relist those the cache already holds
-/// at the same resourceVersion are kept as they are: only a list's objects that arrive before
-/// its dictionary is trained are held uncompressed until the informer is idle (100 000 varied
-/// HEAD Pods: 223 MB of peak RSS for the first list, it was 1 441 MB). A first list too short
-/// to fill the samples is trained on after the sync, from the cache.
+/// at the same resourceVersion are kept as they are. A list's objects that arrive before its
+/// dictionary is trained are compacted when the list ends if it is trained by then, else when
+/// the informer is idle (100 000 varied HEAD Pods: 213 MB of peak RSS for the first list, it
+/// was 1 441 MB). A first list too short to fill the samples is trained on after the sync,
+/// from the cache.
+///
+/// The compressed body of a protobuf object leaves out its metadata when re-encoding the
+/// decoded metadata gives back exactly its bytes (objects as the API server writes them): a
+/// read writes it back first. For a 1.6 KB etcd Pod that is a third of the bytes and frames
+/// 40 % smaller; a typed decode of such an object re-encodes about 600 bytes of metadata.
 ///
 /// `metadata.managedFields` entries are kept, uncompressed, in each object's own buffer
 /// ([`ObjectMeta::managed_fields`](crate::object::ObjectMeta::managed_fields) reads the same
