@@ -81,6 +81,30 @@ fn field_offsets(m: &[u8]) -> (Option<usize>, usize) {
     (rv_at, m.len())
 }
 
+/// Where a label keyed `key` goes among protobuf label entries (field 11, sorted by key): the
+/// offset of the first entry whose key sorts after it, or the end.
+fn pb_label_slot(labels: &[u8], key: &str) -> usize {
+    let mut at = 0;
+    while at < labels.len() {
+        // Entry: tag, length, then the key (tag, length, bytes) and the value.
+        let Ok((len, n)) = varint::read(labels.get(at + 1..).unwrap_or_default()) else {
+            break;
+        };
+        let entry = at + 1 + n;
+        let next = entry + len as usize;
+        let entry_key = labels.get(entry + 1..next).and_then(|e| {
+            let (klen, n) = varint::read(e).ok()?;
+            e.get(n..n + klen as usize)
+        });
+        match entry_key {
+            Some(k) if k > key.as_bytes() => return at,
+            Some(_) => at = next,
+            None => break,
+        }
+    }
+    labels.len()
+}
+
 /// Appends a length-delimited protobuf field.
 fn put_len_field(out: &mut Vec<u8>, field: u8, data: &[u8]) {
     out.push((field << 3) | 2);
@@ -258,10 +282,13 @@ impl Codec {
                 out.push(7 << 3);
                 varint::put(&mut out, d.generation as u64);
                 labels_at = out.len();
-                out.extend_from_slice(d.labels);
+                // In key order, as the API server writes a map: `version` among the others.
+                let (before, after) = d.labels.split_at(pb_label_slot(d.labels, VERSION_LABEL));
+                out.extend_from_slice(before);
                 if let Some(v) = d.version {
                     self.put_label(&mut out, VERSION_LABEL, v);
                 }
+                out.extend_from_slice(after);
             }
             Encoding::Json => {
                 out.extend_from_slice(b"\"resourceVersion\":\"");
