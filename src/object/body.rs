@@ -23,8 +23,8 @@ pub(super) enum Body {
     /// etcd Pod's bytes, and its most varied ones (name, uid, timestamps): frames 40 % smaller.
     ///
     /// The decompressed length is in the zstd frame's header (checked when it is made): a
-    /// field for it made `Body` 40 bytes instead of 32, and `Object` a 256-byte block
-    /// instead of 224.
+    /// field for it would make `Body` 40 bytes instead of 32, and `Object` a block size
+    /// larger.
     ///
     /// The frame is the object's own (a `Box`, not an `Arc`): objects are shared as
     /// `Arc<Object>` and a body is copied only when a whole `Object` is (rare), so reference

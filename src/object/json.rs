@@ -12,10 +12,12 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+use thin_vec::ThinVec;
 
 use super::DecodeError;
 use super::encoding::Encoding;
-use super::meta::{Counts, GroupVersionKind, ObjectMeta, Packer, owner_flags};
+use super::meta::{GroupVersionKind, ObjectMeta};
+use super::meta_pack::{Counts, Packer, owner_flags};
 use super::meta_scalars::MetaScalars;
 use super::meta_view::StrMapRef;
 use super::time::Time;
@@ -339,7 +341,7 @@ pub(crate) fn decode_meta(
     for o in &owners {
         p.word(owner_flags(o.controller, o.block_owner_deletion));
     }
-    let managed: Box<[Bytes]> = m
+    let managed: ThinVec<Bytes> = m
         .managed_fields
         .filter(|v| v.get() != "null")
         .map(|v| input.slice_ref(v.get().as_bytes()))

@@ -29,7 +29,7 @@ pub struct ObjectKey {
     text: Arc<str>,
     /// The top [`HASH_BITS`] bits of the text's foldhash in the low bits, the key's length in
     /// `text` above them (0: all of `text`). One word for both keeps the key 24 bytes, so a
-    /// shared key costs `Object` nothing (its `Arc` is a 224-byte block).
+    /// shared key costs `Object` nothing (its `Arc` is a 192-byte block).
     tag: u64,
 }
 

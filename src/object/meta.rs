@@ -4,14 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use thin_vec::ThinVec;
 
 use super::key::ObjectKey;
 use super::meta_fields::ObjectMetaFields;
+use super::meta_pack::{COUNT_WORDS, Counts, Packer, owner_flags};
 use super::meta_scalars::MetaScalars;
 use super::meta_view::{
-    Finalizers, GENERATE_NAME, NAME, NAMESPACE, OWNER_BLOCKS, OWNER_BLOCKS_SET, OWNER_CONTROLLER,
-    OWNER_CONTROLLER_SET, OwnerRef, OwnerRefs, Pieces, RESOURCE_VERSION, SINGLE_STRINGS, StrMapRef,
-    UID,
+    Finalizers, GENERATE_NAME, NAME, NAMESPACE, OwnerRef, OwnerRefs, Pieces, RESOURCE_VERSION,
+    SINGLE_STRINGS, StrMapRef, UID,
 };
 use super::tails::{MetaTails, SharedText};
 use super::text::Str;
@@ -58,18 +59,21 @@ pub struct ObjectMeta {
     /// resourceVersion touches `text` alone (with the ends in their own block, a handler's read
     /// of the resourceVersion was two dependent cache misses, 2.8 % of its thread's samples).
     single: [u32; SINGLE_STRINGS],
-    /// Where each further string ends, in `Counts` order, then one flags word per owner
-    /// reference ([`OWNER_CONTROLLER`] and friends).
+    /// The [`Counts`] ([`COUNT_WORDS`] words), then where each further string ends, in
+    /// `Counts` order, then one flags word per owner reference (`OWNER_CONTROLLER` and
+    /// friends). The counts are here, not inline, because a compact object's `ends` is
+    /// shared ([`MetaTails`]): 16 bytes less in every object, which with `managed_fields`'s
+    /// thin pointer and the boxed deletion fields ([`MetaScalars`]) puts `Object` in a
+    /// 192-byte block instead of 224.
     ends: Arc<[u32]>,
     /// Where the strings after the single ones lie, when not in `text`: a compact object's
     /// labels, annotations, owner references and finalizers, shared with other objects
     /// ([`MetaTails`]); `ends` then counts from its start. A thin pointer (the text one hop
-    /// further): 8 bytes of the struct, which with the 32-byte body puts `Object` in a
-    /// 224-byte block instead of 256.
+    /// further): 8 bytes of the struct, where an `Arc<str>` takes 16.
     tail: Option<SharedText>,
-    counts: Counts,
     scalars: MetaScalars,
-    managed_fields: Box<[Bytes]>,
+    /// One pointer, not a slice's two words (and no allocation when empty).
+    managed_fields: ThinVec<Bytes>,
 }
 
 /// Most bytes of metadata text after the key that a key may keep alive by sharing the text
@@ -77,116 +81,17 @@ pub struct ObjectMeta {
 /// small object's labels and owners; a key outlives its object in work queues and tombstones.
 const KEY_SHARE_SLACK: usize = 256;
 
-/// How many of each repeated field an [`ObjectMeta`] holds. Its packed words (`single`, then `ends`) are, in order, the five
-/// single strings (namespace, name, generateName, uid, resourceVersion), `labels` key/value
-/// pairs, `annotations` pairs, `owners` × (apiVersion, kind, name, uid), `finalizers`, then
-/// `owners` flags words.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
-    pub(crate) labels: u32,
-    pub(crate) annotations: u32,
-    pub(crate) owners: u32,
-    pub(crate) finalizers: u32,
-}
-
-impl Counts {
-    /// Counts of these lengths (each at most `u32::MAX`; no API server sends more).
-    pub(crate) fn new(labels: usize, annotations: usize, owners: usize, finalizers: usize) -> Self {
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Counts {
-            labels: count(labels),
-            annotations: count(annotations),
-            owners: count(owners),
-            finalizers: count(finalizers),
-        }
-    }
-
-    fn labels_at(self) -> usize {
-        SINGLE_STRINGS
-    }
-    fn annotations_at(self) -> usize {
-        self.labels_at() + 2 * self.labels as usize
-    }
-    fn owners_at(self) -> usize {
-        self.annotations_at() + 2 * self.annotations as usize
-    }
-    fn finalizers_at(self) -> usize {
-        self.owners_at() + 4 * self.owners as usize
-    }
-    fn flags_at(self) -> usize {
-        self.finalizers_at() + self.finalizers as usize
-    }
-    /// Length of `ends` for these counts.
-    pub(crate) fn words(self) -> usize {
-        self.flags_at() + self.owners as usize
-    }
-}
-
-/// Builds an [`ObjectMeta`] from strings given in [`Counts`] order, then the owner flags words.
-pub(crate) struct Packer {
-    text: String,
-    ends: Vec<u32>,
-}
-
 impl Packer {
-    /// A packer with room for `text` bytes and `words` ends.
-    pub(crate) fn with_capacity(text: usize, words: usize) -> Self {
-        Packer {
-            text: String::with_capacity(text),
-            ends: Vec::with_capacity(words),
-        }
-    }
-
-    /// Appends the next string. Strings past 4 GiB in all read as empty.
-    pub(crate) fn push(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.ends
-            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
-    }
-
-    /// Appends the single strings, first of all, in their packed order (with the key's `/`).
-    pub(crate) fn singles(
-        &mut self,
-        namespace: &str,
-        name: &str,
-        generate_name: &str,
-        uid: &str,
-        rv: &str,
-    ) {
-        self.push(namespace);
-        if !namespace.is_empty() {
-            self.text.push('/');
-        }
-        for s in [name, generate_name, uid, rv] {
-            self.push(s);
-        }
-    }
-
-    /// Appends a word that is not a string's end (an owner's flags).
-    pub(crate) fn word(&mut self, w: u32) {
-        self.ends.push(w);
-    }
-
     /// The metadata of what was pushed.
     pub(crate) fn finish(
         &self,
         counts: Counts,
         scalars: MetaScalars,
-        managed_fields: Box<[Bytes]>,
+        managed_fields: ThinVec<Bytes>,
     ) -> ObjectMeta {
-        ObjectMeta::from_packed(&self.text, &self.ends, counts, scalars, managed_fields)
+        let (text, ends) = self.parts();
+        ObjectMeta::from_packed(text, ends, counts, scalars, managed_fields)
     }
-}
-
-/// The flags word of an owner reference with these optional booleans.
-pub(crate) fn owner_flags(controller: Option<bool>, block_owner_deletion: Option<bool>) -> u32 {
-    let bits = |b: Option<bool>, set: u32, on: u32| match b {
-        None => 0,
-        Some(false) => set,
-        Some(true) => set | on,
-    };
-    bits(controller, OWNER_CONTROLLER_SET, OWNER_CONTROLLER)
-        | bits(block_owner_deletion, OWNER_BLOCKS_SET, OWNER_BLOCKS)
 }
 
 impl Default for ObjectMeta {
@@ -196,7 +101,7 @@ impl Default for ObjectMeta {
             &[0; SINGLE_STRINGS],
             Counts::default(),
             MetaScalars::default(),
-            Box::default(),
+            ThinVec::new(),
         )
     }
 }
@@ -248,7 +153,7 @@ impl From<&ObjectMetaFields> for ObjectMeta {
                 f.deletion_timestamp,
                 f.deletion_grace_period_seconds,
             ),
-            f.managed_fields.clone().into_boxed_slice(),
+            f.managed_fields.iter().cloned().collect(),
         )
     }
 }
@@ -262,7 +167,7 @@ impl PartialEq for ObjectMeta {
             m.text.get(..end).unwrap_or("")
         }
         let ((a, a_ends, a_words), (b, b_ends, b_words)) = (self.tail_parts(), other.tail_parts());
-        self.counts == other.counts
+        self.counts() == other.counts()
             && self.scalars == other.scalars
             && self.single == other.single
             && singles(self) == singles(other)
@@ -292,7 +197,7 @@ impl PartialEq<ObjectMetaFields> for ObjectMeta {
                 .owner_references()
                 .eq(o.owner_references.iter().map(OwnerRef::from))
             && self.finalizers().eq(o.finalizers.iter().map(|f| &**f))
-            && *self.managed_fields == *o.managed_fields
+            && self.managed_fields() == &*o.managed_fields
     }
 }
 
@@ -329,26 +234,39 @@ impl ObjectMeta {
         ends: &[u32],
         counts: Counts,
         scalars: MetaScalars,
-        managed_fields: Box<[Bytes]>,
+        managed_fields: ThinVec<Bytes>,
     ) -> Self {
         debug_assert_eq!(ends.len(), counts.words());
         let mut single = [0; SINGLE_STRINGS];
         let n = ends.len().min(SINGLE_STRINGS);
         single[..n].copy_from_slice(&ends[..n]);
+        let rest = ends.get(SINGLE_STRINGS..).unwrap_or_default();
         ObjectMeta {
             text: Arc::from(text),
             single,
-            ends: Arc::from(ends.get(SINGLE_STRINGS..).unwrap_or_default()),
+            ends: counts
+                .to_words()
+                .into_iter()
+                .chain(rest.iter().copied())
+                .collect(),
             tail: None,
-            counts,
             scalars,
             managed_fields,
         }
     }
 
+    fn counts(&self) -> Counts {
+        Counts::from_words(&self.ends)
+    }
+
+    /// `ends` after the counts: the words from the first string after the single ones on.
+    fn end_words(&self) -> &[u32] {
+        self.ends.get(COUNT_WORDS..).unwrap_or_default()
+    }
+
     fn pieces(&self) -> Pieces<'_> {
         let (tail, start) = self.tail_text();
-        Pieces::new(&self.text, &self.single, tail, start, &self.ends)
+        Pieces::new(&self.text, &self.single, tail, start, self.end_words())
     }
 
     /// The text the strings after the single ones lie in, and where the first starts.
@@ -363,8 +281,9 @@ impl ObjectMeta {
     /// words after them (owner flags); the same whether the tail is shared or not.
     fn tail_parts(&self) -> (&str, impl Iterator<Item = u32> + '_, &[u32]) {
         let (text, start) = self.tail_text();
-        let strings = self.counts.flags_at() - SINGLE_STRINGS;
-        let (ends, words) = self.ends.split_at(strings.min(self.ends.len()));
+        let strings = self.counts().flags_at() - SINGLE_STRINGS;
+        let all = self.end_words();
+        let (ends, words) = all.split_at(strings.min(all.len()));
         let end = ends.last().copied().unwrap_or(start);
         let joined = text.get(start as usize..end as usize).unwrap_or("");
         (
@@ -378,11 +297,15 @@ impl ObjectMeta {
     /// `tails`' shared copy (made now if new); as it is when already shared, when `tails` is
     /// full, or when there is nothing after the single strings.
     pub(crate) fn sharing_tail(&self, tails: &MetaTails) -> ObjectMeta {
-        if self.tail.is_some() || self.counts.flags_at() == SINGLE_STRINGS {
+        let counts = self.counts();
+        if self.tail.is_some() || counts.flags_at() == SINGLE_STRINGS {
             return self.clone();
         }
         let (joined, ends, words) = self.tail_parts();
-        let rebased: Vec<u32> = ends.chain(words.iter().copied()).collect();
+        let rebased: Vec<u32> = (counts.to_words().into_iter())
+            .chain(ends)
+            .chain(words.iter().copied())
+            .collect();
         let Some((tail, ends)) = tails.share(joined, &rebased) else {
             return self.clone();
         };
@@ -442,39 +365,31 @@ impl ObjectMeta {
 
     /// `metadata.labels`, in key order.
     pub fn labels(&self) -> StrMapRef<'_> {
-        StrMapRef::packed(
-            self.pieces(),
-            self.counts.labels_at(),
-            self.counts.labels as usize,
-        )
+        let c = self.counts();
+        StrMapRef::packed(self.pieces(), c.labels_at(), c.labels as usize)
     }
 
     /// `metadata.annotations`, in key order.
     pub fn annotations(&self) -> StrMapRef<'_> {
-        StrMapRef::packed(
-            self.pieces(),
-            self.counts.annotations_at(),
-            self.counts.annotations as usize,
-        )
+        let c = self.counts();
+        StrMapRef::packed(self.pieces(), c.annotations_at(), c.annotations as usize)
     }
 
     /// `metadata.ownerReferences`, in wire order.
     pub fn owner_references(&self) -> OwnerRefs<'_> {
+        let c = self.counts();
         OwnerRefs::new(
             self.pieces(),
-            self.counts.owners_at(),
-            self.counts.flags_at(),
-            self.counts.owners as usize,
+            c.owners_at(),
+            c.flags_at(),
+            c.owners as usize,
         )
     }
 
     /// `metadata.finalizers`, in wire order.
     pub fn finalizers(&self) -> Finalizers<'_> {
-        Finalizers::new(
-            self.pieces(),
-            self.counts.finalizers_at(),
-            self.counts.finalizers as usize,
-        )
+        let c = self.counts();
+        Finalizers::new(self.pieces(), c.finalizers_at(), c.finalizers as usize)
     }
 
     /// `metadata.managedFields`, undecoded: one protobuf `ManagedFieldsEntry` per entry, or,
@@ -502,7 +417,7 @@ impl ObjectMeta {
                 .map(|o| o.to_owner_reference())
                 .collect(),
             finalizers: self.finalizers().map(Str::from).collect(),
-            managed_fields: self.managed_fields.to_vec(),
+            managed_fields: self.managed_fields().to_vec(),
         }
     }
 
@@ -535,7 +450,12 @@ impl ObjectMeta {
         } else {
             4 * self.ends.len()
         };
-        self.text.len() + ends + std::mem::size_of_val(&*self.managed_fields)
+        // A thin vector's block also holds its length and capacity.
+        let managed = match self.managed_fields.len() {
+            0 => 0,
+            n => 16 + n * size_of::<Bytes>(),
+        };
+        self.text.len() + ends + managed
     }
 
     /// Whether the labels, annotations, owner references and finalizers lie in a tail shared
@@ -548,14 +468,17 @@ impl ObjectMeta {
     /// that it no longer keeps the buffer it was decoded from alive (its strings never do).
     pub fn detached(&self) -> ObjectMeta {
         // One buffer for all the entries, each a slice of it.
-        let mut all = Vec::with_capacity(self.managed_fields.iter().map(|b| b.len()).sum());
-        for b in &self.managed_fields {
+        let entries = &self.managed_fields;
+        if entries.is_empty() {
+            return self.clone();
+        }
+        let mut all = Vec::with_capacity(entries.iter().map(|b| b.len()).sum());
+        for b in entries.iter() {
             all.extend_from_slice(b);
         }
         let all = Bytes::from(all);
         let mut at = 0;
-        let managed_fields = self
-            .managed_fields
+        let copies: ThinVec<Bytes> = entries
             .iter()
             .map(|b| {
                 at += b.len();
@@ -563,7 +486,7 @@ impl ObjectMeta {
             })
             .collect();
         ObjectMeta {
-            managed_fields,
+            managed_fields: copies,
             ..self.clone()
         }
     }

@@ -22,6 +22,7 @@ mod list;
 mod meta;
 mod meta_encode;
 mod meta_fields;
+mod meta_pack;
 mod meta_scalars;
 mod meta_view;
 mod partial;

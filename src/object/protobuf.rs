@@ -6,11 +6,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use thin_vec::ThinVec;
 
 use super::DecodeError;
 use super::encoding::{Encoding, MAGIC};
-use super::meta::{Counts, GroupVersionKind, ObjectMeta, owner_flags};
+use super::meta::{GroupVersionKind, ObjectMeta};
 use super::meta_encode::encode_object_meta;
+use super::meta_pack::{Counts, owner_flags};
 use super::meta_scalars::MetaScalars;
 use super::meta_view::{GENERATE_NAME, NAME, NAMESPACE, RESOURCE_VERSION, SINGLE_STRINGS, UID};
 use super::protowire::{Field, Reader, WT_LEN, len_field_size, put_bytes, put_str, put_tag};
@@ -343,9 +345,14 @@ fn decode_object_meta_into(raw: &Bytes, scan: &mut Scan) -> Result<ObjectMeta, D
         owners.len(),
         finalizers.len(),
     );
-    let managed: Box<[Bytes]> = managed.iter().map(|&(s, e)| raw.slice(s..e)).collect();
+    let managed: ThinVec<Bytes> = managed.iter().map(|&(s, e)| raw.slice(s..e)).collect();
     Ok(ObjectMeta::from_packed(
-        valid, ends, counts, *scalars, managed,
+        valid,
+        ends,
+        counts,
+        // The scan is reset before its next use: its boxed deletion fields can move out.
+        std::mem::take(scalars),
+        managed,
     ))
 }
 
