@@ -29,7 +29,8 @@ use super::time::Time;
 ///
 /// Build one from [`ObjectMetaFields`] (`fields.into()`); copy one out, to edit it, with
 /// [`ObjectMeta::to_fields`]. Cloning is two reference-count increments (three for a compact
-/// object's, whose tail is shared) and a copy of the managed-fields slice handles.
+/// object's, whose tail is shared), a copy of the managed-fields slice handles if any, and a
+/// copy of the boxed deletion fields of an object being deleted.
 ///
 /// # Examples
 /// ```
@@ -46,8 +47,9 @@ use super::time::Time;
 /// assert_eq!(meta.labels().get("app"), Some("web"));
 /// ```
 // Packed: every string of the metadata lies in one shared `text`, one after another, and
-// `single` and `ends` hold where each ends (see `Counts`), so a decoded object holds two allocations for
-// its metadata however many strings it has, and dropping it frees two. The first layout (one
+// `single` and `ends` hold where each ends (see `Counts`), so a decoded object holds two
+// allocations for its metadata however many strings it has (one more for its managed fields,
+// one more while it is being deleted), and dropping it frees them. The first layout (one
 // reference-counted slice of the received frame per string, a vector per repeated field) made
 // 8 allocations and about 17 reference counts per etcd Pod, a third of the reflector's CPU in
 // the allocator and half the handler thread's in drops (`perf record`, e2e-inproc); it also
@@ -441,7 +443,8 @@ impl ObjectMeta {
     }
 
     /// What the metadata holds in memory of its own beyond its struct, bytes: the strings,
-    /// their ends and the managed-fields handles (not the buffer those slice). A shared tail
+    /// their ends, the managed-fields handles (not the buffer those slice) and the deletion
+    /// fields of an object being deleted. A shared tail
     /// ([`tail_is_shared`](Self::tail_is_shared)) and its ends belong to the
     /// [`MetaTails`] table, once for all the objects that share them, and are not counted.
     pub fn heap_len(&self) -> usize {
@@ -455,7 +458,7 @@ impl ObjectMeta {
             0 => 0,
             n => 16 + n * size_of::<Bytes>(),
         };
-        self.text.len() + ends + managed
+        self.text.len() + ends + managed + self.scalars.heap_len()
     }
 
     /// Whether the labels, annotations, owner references and finalizers lie in a tail shared

@@ -46,7 +46,7 @@ impl Counts {
     pub(super) fn flags_at(self) -> usize {
         self.finalizers_at() + self.finalizers as usize
     }
-    /// Length of `ends` for these counts.
+    /// How many words (string ends and owner flags) a [`Packer`] holds for these counts.
     pub(crate) fn words(self) -> usize {
         self.flags_at() + self.owners as usize
     }

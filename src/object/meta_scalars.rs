@@ -86,6 +86,11 @@ impl MetaScalars {
         self.drop_empty_deletion();
     }
 
+    /// Bytes of the boxed deletion fields (0 when none is set).
+    pub(crate) fn heap_len(&self) -> usize {
+        self.deletion.as_ref().map_or(0, |_| size_of::<Deletion>())
+    }
+
     /// The deletion fields, boxed now if need be.
     fn deletion_mut(&mut self) -> &mut Deletion {
         self.deletion.get_or_insert_default()
@@ -155,5 +160,8 @@ mod tests {
         assert!(s.deletion.is_none());
         assert_eq!(s, MetaScalars::new(Some(3), Some(t), None, None));
         assert_eq!(size_of::<MetaScalars>(), 32);
+        assert_eq!(s.heap_len(), 0);
+        s.set_deletion_timestamp(Some(t));
+        assert_eq!(s.heap_len(), size_of::<Deletion>());
     }
 }

@@ -43,7 +43,8 @@ struct Entry {
 /// A shared tail's text: a thin pointer (an `Arc<str>` is two words).
 pub(crate) type SharedText = Arc<Box<str>>;
 
-/// A shared tail: its strings and their ends (relative to `text`), then any other words.
+/// A shared tail: its strings, and its words: the metadata's four counts, the strings' ends
+/// (relative to `text`), then the owners' flags.
 pub(crate) type Tail = (SharedText, Arc<[u32]>);
 
 impl MetaTails {
@@ -52,8 +53,8 @@ impl MetaTails {
         Self::default()
     }
 
-    /// The shared copy of the tail `text` with `ends` (made now if new), or `None` when the
-    /// table is full.
+    /// The shared copy of the tail `text` with its words `ends` (see [`Tail`]; made now if
+    /// new), or `None` when the table is full.
     pub(crate) fn share(&self, text: &str, ends: &[u32]) -> Option<Tail> {
         let mut t = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         let hash = hash_of(&t.hasher, text, ends);
