@@ -20,10 +20,36 @@ use prost::Message;
 use support::templates;
 use views::store_view;
 
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("informer-trace-{}", std::process::id()));
+/// A scratch file in a directory of its own (tests run in parallel: none removes a directory
+/// another is about to write in), both removed when dropped, so test runs leave nothing behind.
+struct Temp(PathBuf);
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+impl std::ops::Deref for Temp {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Temp {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+fn temp(name: &str) -> Temp {
+    let dir = std::env::temp_dir().join(format!("informer-trace-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    Temp(dir.join(name))
 }
 
 fn sim() -> SimServer {
