@@ -457,10 +457,11 @@ fn coalescing_listener_holds_one_entry_per_key_and_ends_in_the_final_state() {
                     let obj = if k % 2 == 0 {
                         DeltaObject::Object(old)
                     } else {
-                        DeltaObject::Tombstone(DeletedFinalStateUnknown {
+                        DeletedFinalStateUnknown {
                             key: old.key(),
                             obj: old,
-                        })
+                        }
+                        .into()
                     };
                     stream.push(Notification::Delete { obj });
                     continue;

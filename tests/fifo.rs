@@ -237,11 +237,22 @@ fn replace_queues_replaced_for_listed_and_tombstones_for_queued_and_known() {
     let fifo = fifo_with(&known);
     fifo.add(obj("q-gone", "2"));
     fifo.update(obj("both-gone", "3")); // queued and known: the tombstone carries the queued object
-    fifo.replace(vec![obj("k-listed", "9"), obj("new", "9")], "9");
+    fifo.update(obj("q-listed", "4")); // queued and listed: no tombstone
+    fifo.replace(
+        vec![obj("k-listed", "9"), obj("new", "9"), obj("q-listed", "9")],
+        "9",
+    );
 
     let batch = fifo.pop_batch(100).unwrap();
     let got = by_key(&batch);
-    assert_eq!(batch.len(), 5);
+    assert_eq!(batch.len(), 6);
+    assert_eq!(
+        got[&key("q-listed")],
+        vec![
+            (DeltaType::Updated, "4".into(), false),
+            (DeltaType::Replaced, "9".into(), false)
+        ]
+    );
     assert_eq!(
         got[&key("k-listed")],
         vec![(DeltaType::Replaced, "9".into(), false)]
@@ -279,7 +290,8 @@ fn replace_queues_replaced_for_listed_and_tombstones_for_queued_and_known() {
         .deltas[0]
         .object;
     match tomb {
-        DeltaObject::Tombstone(DeletedFinalStateUnknown { key: k, obj }) => {
+        DeltaObject::Tombstone(t) => {
+            let DeletedFinalStateUnknown { key: k, obj } = &**t;
             assert_eq!(k, &key("k-gone"));
             assert_eq!(obj.key(), key("k-gone"));
         }

@@ -208,53 +208,68 @@ impl DeltaFifo {
     /// list knows the version its store then reflects (client-go's AtomicFIFO keeps the same
     /// for `LastStoreSyncResourceVersion`).
     pub fn replace(&self, list: Vec<Arc<Object>>, resource_version: &str) {
-        // Transform and key outside the lock: producers never hold it longer than needed.
-        let list: Vec<(ObjectKey, Arc<Object>)> = list
-            .into_iter()
-            .map(|obj| {
-                let obj = self.transform(obj);
-                (obj.key(), obj)
-            })
-            .collect();
-        let listed: KeySet = list.iter().map(|(k, _)| k.clone()).collect();
+        // Transformed outside the lock: producers never hold it longer than needed. Keys are
+        // taken under it (a reference count each), so the list is never copied into a
+        // 32-byte-per-item list of pairs.
+        let list: Vec<Arc<Object>> = match &self.shared.transform {
+            Some(_) => list.into_iter().map(|obj| self.transform(obj)).collect(),
+            None => list,
+        };
 
         let mut inner = self.shared.lock();
         // Recorded under the lock before any item can be popped.
         inner.replaced_rv = parse_resource_version(resource_version).unwrap_or(0);
         if inner.in_order.is_some() {
-            let wake = self.replace_in_order(&mut inner, list, &listed);
+            let wake = self.replace_in_order(&mut inner, list);
             self.mark_populated(&mut inner);
             self.wake(inner, wake);
             return;
         }
+        // The keys queued before this list, in queue order: the only ones that can be queued
+        // and not listed. Usually few (the consumer keeps up), so no set of the whole list is
+        // built to find them.
+        let before: Vec<ObjectKey> = inner.queue.iter().cloned().collect();
+        let mut unlisted: KeySet = before.iter().cloned().collect();
+        // Room for the whole list at once: grown step by step, each rehash held the old and
+        // the new table together (for 100 000 keys, 24 MB at the peak of a relist).
+        let more = list.len().saturating_sub(inner.items.len());
+        inner.items.reserve(more);
+        inner.queue.reserve_exact(more);
         let mut wake = false;
-        for (key, obj) in list {
+        for obj in list {
+            let key = obj.key();
+            if !unlisted.is_empty() {
+                unlisted.remove(&key);
+            }
             wake |= inner.enqueue(key, Delta::new(DeltaType::Replaced, obj));
         }
 
         // Deletions of queued keys, in queue order.
-        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = inner
-            .queue
-            .iter()
-            .filter(|k| !listed.contains(*k))
+        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = before
+            .into_iter()
+            .filter(|k| unlisted.contains(k))
             .filter_map(|k| {
-                let newest = inner.items.get(k)?.newest()?;
-                Some((k.clone(), newest.object.object().clone()))
+                let newest = inner.items.get(&k)?.newest()?.object.object().clone();
+                Some((k, newest))
             })
             .collect();
-        for (key, obj) in queued_missing {
-            wake |= inner.enqueue_tombstone(key, obj);
-        }
+        drop(unlisted);
 
-        // Deletions of known keys with nothing queued.
-        for key in self.shared.known_keys(&inner) {
-            if listed.contains(&key) || inner.items.contains_key(&key) {
-                continue;
-            }
-            // A key listed but then gone from the store was deleted meanwhile: nothing to do.
-            let Some(obj) = self.shared.known_get(&inner, &key) else {
-                continue;
-            };
+        // Deletions of known keys with nothing queued. Every listed key is queued by now, so
+        // "neither listed nor queued" is "not queued". A key listed but then gone from the
+        // store was deleted meanwhile: nothing to do.
+        let known_missing: Vec<(ObjectKey, Arc<Object>)> = self
+            .shared
+            .known_keys(&inner)
+            .into_iter()
+            .filter(|k| !inner.items.contains_key(k))
+            .filter_map(|k| Some((k.clone(), self.shared.known_get(&inner, &k)?)))
+            .collect();
+        // Counted first, so the key queue grows by what they need, not by doubling (the
+        // queued keys' tombstones join keys already queued).
+        inner.items.reserve(known_missing.len());
+        inner.queue.reserve_exact(known_missing.len());
+        for (key, obj) in queued_missing.into_iter().chain(known_missing) {
             wake |= inner.enqueue_tombstone(key, obj);
         }
 
@@ -277,13 +292,10 @@ impl DeltaFifo {
     /// list order (client-go `ReplacedAll`). A key whose newest queued change is a deletion
     /// gets no tombstone: it is already on its way out (the per-key queue collapses the two
     /// deletions instead). Returns whether the queue was empty.
-    fn replace_in_order(
-        &self,
-        inner: &mut Inner,
-        list: Vec<(ObjectKey, Arc<Object>)>,
-        listed: &KeySet,
-    ) -> bool {
+    fn replace_in_order(&self, inner: &mut Inner, list: Vec<Arc<Object>>) -> bool {
         let was_empty = inner.queued_len() == 0;
+        // The tombstones go before the listed entries, so the listed keys are needed first.
+        let listed: KeySet = list.iter().map(|obj| obj.key()).collect();
         let mut gone: Vec<(ObjectKey, Arc<Object>)> = {
             let q = inner.in_order.as_ref().expect("in-order queue");
             let mut queued: Vec<ObjectKey> = q
@@ -312,8 +324,8 @@ impl DeltaFifo {
             let delta = tombstone(key.clone(), obj);
             q.push(key, delta, group);
         }
-        for (key, obj) in list {
-            q.push(key, Delta::new(DeltaType::Replaced, obj), group);
+        for obj in list {
+            q.push(obj.key(), Delta::new(DeltaType::Replaced, obj), group);
         }
         was_empty && inner.queued_len() > 0
     }

@@ -11,7 +11,7 @@ use super::compression::{Compression, ZstdOptions};
 use super::ratio_watch::RatioWatch;
 use super::training::{MIN_SAMPLES, SampleRules, Samples};
 use crate::fifo::room::GiveBackRoom;
-use crate::object::{Compactor, DecodeError, Dictionary, KeySet, MetaTails, ObjectKey};
+use crate::object::{Compactor, DecodeError, Dictionary, KeySet, MetaTails, Object, ObjectKey};
 use crate::store::{Op, WriteBatch};
 
 /// Longest stretch of compaction between two looks at the DeltaFIFO: what an event arriving
@@ -67,10 +67,21 @@ impl Compaction {
         }
     }
 
-    /// Records that `key` was written (its stored object may now be uncompressed). Before
-    /// there is a dictionary nothing is recorded: its arrival queues the whole store.
-    pub(super) fn written(&mut self, key: &ObjectKey) {
-        if self.compactor.is_some() && self.queued.insert(key.clone()) {
+    /// Records that `obj` was written under `key`, unless it is compact with the current
+    /// dictionary already (a relist's objects are: the list compactor made them so, and
+    /// recording 100 000 of them cost 6 MB of queue for nothing). Before there is a
+    /// dictionary nothing is recorded: its arrival queues the whole store.
+    pub(super) fn written(&mut self, key: &ObjectKey, obj: &Object) {
+        let Some(compactor) = &self.compactor else {
+            return;
+        };
+        if obj
+            .compressed_with()
+            .is_some_and(|d| Arc::ptr_eq(d, compactor.dictionary()))
+        {
+            return;
+        }
+        if self.queued.insert(key.clone()) {
             self.dirty.push_back(key.clone());
         }
     }

@@ -134,7 +134,7 @@ fn process_batch(shared: &Shared, batch: &crate::fifo::PopBatch, compaction: &mu
                     let unchanged = current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &new));
                     if !unchanged {
                         ops.push(Op::Upsert(new.clone()));
-                        compaction.written(&item.key);
+                        compaction.written(&item.key, &new);
                     }
                     match current.replace(new.clone()) {
                         Some(old) => {
