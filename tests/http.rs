@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use informer::client::{ApiResource, ClientOptions, HttpListerWatcher, discover};
-use informer::object::{ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_list};
+use informer::object::{
+    DecodeError, ListStream, ObjectKey, WatchDecoder, WatchEvent, WatchFormat, decode_list,
+};
 use informer::reflector::{
     ApiError, BackoffConfig, Body, ListOptions, ListerWatcher, ReflectorConfig, WatchOptions,
 };
-use informer::sim::SimServer;
+use informer::sim::{Fault, SimServer};
 use informer::{Informer, InformerConfig};
 use support::{eventually, runtime, sim, start};
 use views::{ViewMap, store_view};
@@ -177,6 +179,79 @@ fn namespaced_informer_with_pagination() {
         assert!(m.list_pages.load(std::sync::atomic::Ordering::Relaxed) > 2);
         informer.shutdown();
     }
+    rt.block_on(server.shutdown());
+}
+
+#[test]
+fn an_unpaginated_list_is_decoded_as_its_chunks_arrive() {
+    let rt = runtime();
+    let sim = sim("etcd", |c| c.initial_objects(2_000).vary(true));
+    let server = rt.block_on(start(&sim));
+    let lw = rt.block_on(lister(&server.url(), pods(true)));
+    rt.block_on(async {
+        let all = ListOptions::default();
+        let expected = decode_list(lw.list(&all).await.unwrap()).unwrap();
+        let mut body = lw.list_chunks(&all).await.unwrap();
+        let (mut stream, mut items, mut chunks) = (ListStream::new(1 << 20), Vec::new(), 0);
+        while let Some(chunk) = body.next_chunk().await {
+            chunks += 1;
+            items.extend(stream.feed(chunk.unwrap()).unwrap());
+        }
+        let list = stream.finish().unwrap();
+        // About 3 MB: hyper hands it over in several chunks, each decoded as it comes.
+        assert!(chunks > 1, "{chunks} chunks");
+        assert_eq!(items.len(), 2_000);
+        assert_eq!(items, expected.items);
+        assert_eq!(list.resource_version, expected.resource_version);
+
+        // Past the page cap: an error chunk, with nothing kept of the body.
+        let capped = lw.clone().max_list_bytes(100_000);
+        let mut body = capped.list_chunks(&all).await.unwrap();
+        let mut failed = None;
+        while let Some(chunk) = body.next_chunk().await {
+            if let Err(e) = chunk {
+                failed = Some(e);
+                break;
+            }
+        }
+        assert!(
+            matches!(
+                failed,
+                Some(ApiError::Decode(DecodeError::FrameTooLarge {
+                    limit: 100_000,
+                    ..
+                }))
+            ),
+            "{failed:?}"
+        );
+    });
+
+    // An informer listing everything in one response (page size 0), relisting after a 410.
+    let lw = rt.block_on(lister(&server.url(), pods(true)));
+    let informer = Informer::new(
+        lw,
+        InformerConfig {
+            reflector: ReflectorConfig {
+                page_size: 0,
+                ..fast_reflector()
+            },
+            ..Default::default()
+        },
+    );
+    informer.start(rt.handle());
+    rt.block_on(informer.wait_for_cache_sync(Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(informer.store().len(), 2_000);
+    sim.inject("stream:410".parse::<Fault>().unwrap());
+    rt.block_on(sim.flood(500)).unwrap();
+    assert_converges(&rt, &sim, &informer);
+    let m = informer.reflector_metrics().unwrap();
+    // One page per list: the first, and the relist after the 410.
+    let (pages, lists) = (&m.list_pages, &m.lists);
+    let ordering = std::sync::atomic::Ordering::Relaxed;
+    assert!(lists.load(ordering) >= 2);
+    assert_eq!(pages.load(ordering), lists.load(ordering));
+    informer.shutdown();
     rt.block_on(server.shutdown());
 }
 
@@ -607,7 +682,6 @@ fn error_responses_map_to_api_errors() {
 #[test]
 fn simulator_faults_over_http() {
     use informer::reflector::TransportErrorKind;
-    use informer::sim::Fault;
     let rt = runtime();
     let sim = sim("head", |c| {
         c.initial_objects(100)

@@ -6,7 +6,9 @@
 //! - differential against prost's generated `meta.v1.List`: when we accept a list, prost
 //!   accepts its body and agrees on resourceVersion, continue, remainingItemCount and the items'
 //!   bytes;
-//! - `encode_list_protobuf` of what was decoded decodes to an equal list.
+//! - `encode_list_protobuf` of what was decoded decodes to an equal list;
+//! - `ListStream`, fed the input in chunks cut where its first bytes say, never returns a
+//!   list `decode_list` does not return.
 
 #![no_main]
 
@@ -17,9 +19,33 @@ use informer_fuzz::assert_raw_in;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
+/// The input decoded by `ListStream`, in three chunks cut at offsets the first two bytes pick.
+fn streamed(input: &Bytes) -> Result<object::ObjectList, object::DecodeError> {
+    let n = input.len();
+    let pick = |i: usize| input.get(i).map_or(0, |&b| usize::from(b) * n / 256);
+    let (a, b) = (pick(0).min(pick(1)), pick(0).max(pick(1)));
+    let mut stream = object::ListStream::new(1 << 20);
+    let mut items = Vec::new();
+    for part in [input.slice(..a), input.slice(a..b), input.slice(b..)] {
+        items.extend(stream.feed(part)?);
+    }
+    let mut list = stream.finish()?;
+    items.append(&mut list.items);
+    list.items = items;
+    Ok(list)
+}
+
 fuzz_target!(|data: &[u8]| {
     let input = Bytes::copy_from_slice(data);
-    let Ok(list) = object::decode_list(input.clone()) else {
+    let whole = object::decode_list(input.clone());
+    if let Ok(s) = streamed(&input) {
+        assert_eq!(
+            Some(&s),
+            whole.as_ref().ok(),
+            "the stream decoded another list"
+        );
+    }
+    let Ok(list) = whole else {
         return;
     };
     if !input.starts_with(&MAGIC) {

@@ -63,6 +63,10 @@ pub(crate) struct WatchArgs {
     /// to lists.
     #[arg(long)]
     streaming_list: bool,
+    /// Objects per list page (client-go's `WatchListPageSize`); 0 lists everything in one
+    /// response, as an API server's watch cache answers a list at a resourceVersion.
+    #[arg(long, default_value_t = 500)]
+    page_size: u32,
 }
 
 /// `e` and every error under it, joined by `: ` (the server's message is at the bottom).
@@ -140,6 +144,7 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
                 field_selector: args.field_selector.clone(),
                 ..Default::default()
             }
+            .page_size(args.page_size)
             .use_watch_list(args.streaming_list),
             compression: args.compression.config(),
             ..Default::default()

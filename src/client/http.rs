@@ -15,8 +15,8 @@ use super::ApiResource;
 use super::status::status_of;
 use crate::object::{DecodeError, WatchFormat};
 use crate::reflector::{
-    ApiError, Body, ListOptions, ListerWatcher, TransportError, TransportErrorKind, WatchOptions,
-    WatchResponse,
+    ApiError, Body, ListBody, ListOptions, ListerWatcher, TransportError, TransportErrorKind,
+    WatchOptions, WatchResponse,
 };
 
 /// Largest error body read to decode its `Status` (1 MiB); the rest is dropped.
@@ -260,6 +260,23 @@ impl ListerWatcher for HttpListerWatcher {
         read_body(resp.into_body(), self.max_list_bytes, false).await
     }
 
+    /// One list page as its chunks arrive; more than [`HttpListerWatcher::max_list_bytes`]
+    /// ends it with an error chunk.
+    ///
+    /// # Errors
+    /// As [`HttpListerWatcher::list`] (a page over the cap: as a chunk).
+    async fn list_chunks(&self, opts: &ListOptions) -> Result<ListBody<HttpWatchBody>, ApiError> {
+        let resp = self
+            .get(&self.resource.list_uri(opts), &self.resource.list_accept())
+            .await?;
+        Ok(ListBody::Chunks(HttpWatchBody {
+            body: resp.into_body(),
+            done: false,
+            left: self.max_list_bytes,
+            limit: self.max_list_bytes,
+        }))
+    }
+
     /// Opens a watch; the body streams until the server ends it (`timeoutSeconds`, an ERROR
     /// event) or the connection breaks.
     ///
@@ -278,15 +295,22 @@ impl ListerWatcher for HttpListerWatcher {
             body: HttpWatchBody {
                 body: resp.into_body(),
                 done: false,
+                left: usize::MAX,
+                limit: usize::MAX,
             },
         })
     }
 }
 
-/// The body of an HTTP watch: hyper's received chunks, handed on as they are.
+/// The body of an HTTP watch, or of a list page read as it arrives
+/// ([`ListerWatcher::list_chunks`]): hyper's received chunks, handed on as they are.
 pub struct HttpWatchBody {
     body: KubeBody,
     done: bool,
+    /// Bytes the body may still bring (a list page's cap; unbounded for a watch, whose
+    /// frames the decoder limits).
+    left: usize,
+    limit: usize,
 }
 
 impl fmt::Debug for HttpWatchBody {
@@ -317,6 +341,15 @@ impl Body for HttpWatchBody {
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
                     {
+                        if data.len() > self.left {
+                            self.done = true;
+                            return Some(Err(ApiError::Decode(DecodeError::FrameTooLarge {
+                                offset: 0,
+                                len: (self.limit - self.left + data.len()) as u64,
+                                limit: self.limit,
+                            })));
+                        }
+                        self.left -= data.len();
                         return Some(Ok(data));
                     }
                 }

@@ -118,6 +118,19 @@ pub enum DecodeError {
         /// Offset of the enclosing message.
         offset: u64,
     },
+    /// A valid but unusual shape a decoder does not take, e.g. a list envelope whose
+    /// `typeMeta` follows its items (no API server writes one): [`ListStream`] rejects it
+    /// where [`decode_list`] would read it whole.
+    ///
+    /// [`ListStream`]: super::ListStream
+    /// [`decode_list`]: super::decode_list
+    #[error("unsupported at byte {offset}: {what}")]
+    Unsupported {
+        /// What was found.
+        what: &'static str,
+        /// Where it starts.
+        offset: u64,
+    },
     /// Bytes that are neither a protobuf envelope (`k8s\0`) nor a JSON object (`{`).
     #[error("unrecognised encoding: starts with {start:02x?}")]
     UnknownEncoding {
@@ -168,7 +181,8 @@ impl DecodeError {
             | DecodeError::FrameTooLarge { offset, .. }
             | DecodeError::Json { offset, .. }
             | DecodeError::UnknownEventType { offset, .. }
-            | DecodeError::Missing { offset, .. } => *offset += base,
+            | DecodeError::Missing { offset, .. }
+            | DecodeError::Unsupported { offset, .. } => *offset += base,
             DecodeError::BadMagic { .. }
             | DecodeError::UnknownEncoding { .. }
             | DecodeError::NotProtobuf { .. }

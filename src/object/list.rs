@@ -60,17 +60,7 @@ fn decode_pb_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
     let res: Result<(), DecodeError> = (|| {
         while let Some(f) = r.next_field()? {
             match f.number {
-                1 => {
-                    let mut m = r.message(&f, "ListMeta")?;
-                    while let Some(g) = m.next_field()? {
-                        match g.number {
-                            2 => list.resource_version = m.string(&g)?,
-                            3 => list.continue_token = m.string(&g)?,
-                            4 => list.remaining_item_count = Some(m.int64(&g)?),
-                            _ => m.skip(&g)?,
-                        }
-                    }
-                }
+                1 => read_list_meta(r.message(&f, "ListMeta")?, &mut list)?,
                 2 => {
                     let item = r.bytes(&f)?;
                     let off = offset_in(raw, &item);
@@ -84,6 +74,20 @@ fn decode_pb_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
     })();
     res.map_err(|e| e.shifted(base))?;
     Ok(list)
+}
+
+/// Reads a `ListMeta` message into `list`'s resourceVersion, continue token and remaining
+/// count (each field seen overwrites the one before, as protobuf merges).
+pub(super) fn read_list_meta(mut m: Reader<'_>, list: &mut ObjectList) -> Result<(), DecodeError> {
+    while let Some(g) = m.next_field()? {
+        match g.number {
+            2 => list.resource_version = m.string(&g)?,
+            3 => list.continue_token = m.string(&g)?,
+            4 => list.remaining_item_count = Some(m.int64(&g)?),
+            _ => m.skip(&g)?,
+        }
+    }
+    Ok(())
 }
 
 fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {

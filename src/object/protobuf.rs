@@ -94,16 +94,11 @@ fn envelope_fields(input: &Bytes) -> Result<(EnvelopeParts<'_>, &str, &str), Dec
     let mut has_raw = false;
     while let Some(f) = r.next_field()? {
         match f.number {
-            1 => {
-                let mut tm = r.message(&f, "runtime.TypeMeta")?;
-                while let Some(g) = tm.next_field()? {
-                    match g.number {
-                        1 => parts.api_version = tm.str(&g)?,
-                        2 => parts.kind = tm.str(&g)?,
-                        _ => tm.skip(&g)?,
-                    }
-                }
-            }
+            1 => read_type_meta(
+                r.message(&f, "runtime.TypeMeta")?,
+                &mut parts.api_version,
+                &mut parts.kind,
+            )?,
             2 => {
                 parts.raw = r.bytes(&f)?;
                 has_raw = true;
@@ -120,6 +115,23 @@ fn envelope_fields(input: &Bytes) -> Result<(EnvelopeParts<'_>, &str, &str), Dec
         });
     }
     Ok((parts, content_encoding, content_type))
+}
+
+/// Reads a `runtime.TypeMeta` message: its `apiVersion` and `kind`, each overwriting what
+/// `api_version` and `kind` held when present.
+pub(crate) fn read_type_meta<'a>(
+    mut tm: Reader<'a>,
+    api_version: &mut &'a str,
+    kind: &mut &'a str,
+) -> Result<(), DecodeError> {
+    while let Some(g) = tm.next_field()? {
+        match g.number {
+            1 => *api_version = tm.str(&g)?,
+            2 => *kind = tm.str(&g)?,
+            _ => tm.skip(&g)?,
+        }
+    }
+    Ok(())
 }
 
 /// Encodes `k8s\0` + `runtime.Unknown{typeMeta, raw}` (contentEncoding and contentType written

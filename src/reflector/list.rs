@@ -3,10 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::object::{Object, decode_list};
+use crate::object::{ListStream, Object, ObjectList};
+
+/// Objects of a list handed to the store's `listed` at a time, as they are decoded: enough to
+/// pay its per-call work (a store snapshot, the compactor's lock) rarely, few enough that the
+/// received chunks they hold stay small (256 etcd Pods: about 400 KB).
+const LISTED_BATCH: usize = 256;
 
 use super::error::{ReflectorError, StoreClosed, is_version_unavailable, retry_after};
-use super::lister_watcher::{ApiError, ListOptions, ListerWatcher};
+use super::lister_watcher::{ApiError, Body, ListOptions, ListerWatcher};
 use super::machine::{Reflector, State};
 use super::metrics::ReflectorMetrics;
 
@@ -35,8 +40,8 @@ impl<L: ListerWatcher> Reflector<L> {
         let mut items = Vec::new();
         let mut pages = 0u32;
         loop {
-            let body = match self.lw.list(&opts).await {
-                Ok(b) => b,
+            let list = match self.list_page(&opts, &mut items).await {
+                Ok(l) => l,
                 Err(ApiError::Status(s)) if pages > 0 && s.reason == "Expired" => {
                     // The continue token expired: fall back to one full list (pager.go).
                     let full = ListOptions {
@@ -44,30 +49,17 @@ impl<L: ListerWatcher> Reflector<L> {
                         continue_token: None,
                         ..self.list_options(rv)
                     };
-                    let body = self.lw.list(&full).await?;
-                    ReflectorMetrics::inc(&self.metrics.list_pages);
-                    let list = decode_list(body)?;
-                    let items = self
-                        .store
-                        .listed(list.items.into_iter().map(Arc::new).collect());
+                    items.clear();
+                    let list = self.list_page(&full, &mut items).await?;
                     return Ok((items, list.resource_version, true));
                 }
                 Err(e) => return Err(e),
             };
-            ReflectorMetrics::inc(&self.metrics.list_pages);
-            let list = decode_list(body)?;
-            if items.is_empty() {
+            if pages == 0 {
                 // `remainingItemCount` is the server's word, not a length we allocate from
                 // unchecked: capped.
-                items.reserve(
-                    list.items.len()
-                        + list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 16) as usize,
-                );
+                items.reserve(list.remaining_item_count.unwrap_or(0).clamp(0, 1 << 16) as usize);
             }
-            items.extend(
-                self.store
-                    .listed(list.items.into_iter().map(Arc::new).collect()),
-            );
             pages += 1;
             if list.continue_token.is_empty() {
                 return Ok((items, list.resource_version, pages > 1));
@@ -77,6 +69,34 @@ impl<L: ListerWatcher> Reflector<L> {
             opts.resource_version = None;
             opts.resource_version_match = None;
         }
+    }
+
+    /// Fetches one page and decodes it as its body arrives ([`ListStream`]), handing its
+    /// objects to [`ReflectorStore::listed`](super::ReflectorStore::listed) in batches of
+    /// [`LISTED_BATCH`] and appending what that returns to `items`: a page (an unpaginated
+    /// list is one page of everything) is never held whole, received or decoded. Returns the
+    /// page's metadata.
+    async fn list_page(
+        &self,
+        opts: &ListOptions,
+        items: &mut Vec<Arc<Object>>,
+    ) -> Result<ObjectList, ApiError> {
+        let mut body = self.lw.list_chunks(opts).await?;
+        let mut stream = ListStream::new(self.config.frame_limit);
+        let mut batch: Vec<Arc<Object>> = Vec::new();
+        while let Some(chunk) = body.next_chunk().await {
+            batch.extend(stream.feed(chunk?)?.into_iter().map(Arc::new));
+            if batch.len() >= LISTED_BATCH {
+                items.extend(self.store.listed(std::mem::take(&mut batch)));
+            }
+        }
+        let mut list = stream.finish()?;
+        batch.extend(std::mem::take(&mut list.items).into_iter().map(Arc::new));
+        if !batch.is_empty() {
+            items.extend(self.store.listed(batch));
+        }
+        ReflectorMetrics::inc(&self.metrics.list_pages);
+        Ok(list)
     }
 
     pub(super) async fn list(&mut self, rv: String) -> Result<State<L::Body>, StoreClosed> {

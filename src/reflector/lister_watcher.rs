@@ -167,6 +167,33 @@ pub trait Body: Send {
     fn next_chunk(&mut self) -> impl Future<Output = Option<Result<Bytes, ApiError>>> + Send;
 }
 
+/// A list page's body as [`ListerWatcher::list_chunks`] hands it over: whole, or as it
+/// arrives.
+#[derive(Debug)]
+pub enum ListBody<B> {
+    /// The whole body at once (what [`ListerWatcher::list`] returned).
+    Whole(Bytes),
+    /// The body's chunks as they arrive.
+    Chunks(B),
+}
+
+impl<B: Body> Body for ListBody<B> {
+    /// The whole body once, or the next received chunk.
+    ///
+    /// # Errors
+    /// As the chunked body's.
+    ///
+    /// # Cancel safety
+    /// As the chunked body's; the whole body is only taken when it is returned.
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, ApiError>> {
+        match self {
+            ListBody::Whole(b) if b.is_empty() => None,
+            ListBody::Whole(b) => Some(Ok(std::mem::take(b))),
+            ListBody::Chunks(body) => body.next_chunk().await,
+        }
+    }
+}
+
 /// An open watch: the framing announced by the response's `Content-Type`, and its body.
 #[derive(Debug)]
 pub struct WatchResponse<B> {
@@ -179,8 +206,10 @@ pub struct WatchResponse<B> {
 /// Lists and watches one resource. Implemented over HTTP for real clusters and by the
 /// embedded simulator; the reflector is generic over it.
 ///
-/// `list` returns one page's raw response body (a protobuf envelope or JSON list document),
-/// which the reflector decodes with [`crate::object::decode_list`]: bytes stay zero-copy.
+/// `list` returns one page's raw response body (a protobuf envelope or JSON list document);
+/// the reflector reads pages through [`list_chunks`](Self::list_chunks) (by default `list`'s
+/// body as one chunk) and decodes them as they arrive with [`crate::object::ListStream`]:
+/// items are zero-copy slices of the chunks.
 pub trait ListerWatcher: Send + Sync + 'static {
     /// The watch body type.
     type Body: Body + 'static;
@@ -191,6 +220,21 @@ pub trait ListerWatcher: Send + Sync + 'static {
     /// [`ApiError::Status`] for error responses (410 for an expired `continue` token or a
     /// too-old `resourceVersion`), [`ApiError::Transport`] for connection failures.
     fn list(&self, opts: &ListOptions) -> impl Future<Output = Result<Bytes, ApiError>> + Send;
+
+    /// Fetches one list page as its body arrives, so that the reflector decodes it (and an
+    /// informer compacts its objects) chunk by chunk instead of holding it whole: an API
+    /// server's watch cache answers a relist at a resourceVersion with every object in one
+    /// response. The status is checked before the body is handed over; a failure after that
+    /// comes as an error chunk. Default: [`list`](Self::list), as one chunk.
+    ///
+    /// # Errors
+    /// As [`ListerWatcher::list`].
+    fn list_chunks(
+        &self,
+        opts: &ListOptions,
+    ) -> impl Future<Output = Result<ListBody<Self::Body>, ApiError>> + Send {
+        async move { self.list(opts).await.map(ListBody::Whole) }
+    }
 
     /// Opens a watch.
     ///

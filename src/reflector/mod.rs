@@ -29,8 +29,8 @@ pub use error::{
     is_too_many_requests,
 };
 pub use lister_watcher::{
-    ApiError, Body, ListOptions, ListerWatcher, TransportError, TransportErrorKind, WatchOptions,
-    WatchResponse,
+    ApiError, Body, ListBody, ListOptions, ListerWatcher, TransportError, TransportErrorKind,
+    WatchOptions, WatchResponse,
 };
 pub use machine::{Reflector, WatchErrorHandler};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
