@@ -16,6 +16,7 @@ mod known;
 mod queue;
 pub(crate) mod room;
 mod state;
+mod streamed;
 mod transform;
 
 pub use batch::{KeyDeltas, PopBatch};

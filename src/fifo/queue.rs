@@ -254,31 +254,42 @@ impl DeltaFifo {
             })
             .collect();
         drop(unlisted);
+        // Every listed key is queued by now: "neither listed nor queued" is "not queued".
+        wake |= self.queue_deletions(&mut inner, queued_missing, |_| false);
+        self.mark_populated(&mut inner);
+        self.wake(inner, wake);
+    }
 
-        // Deletions of known keys with nothing queued. Every listed key is queued by now, so
-        // "neither listed nor queued" is "not queued". A key listed but then gone from the
-        // store was deleted meanwhile: nothing to do.
+    /// The end of a list: queues a tombstone for each of `queued_missing` (queued keys the
+    /// list did not name, with their newest queued object), then for each known key neither
+    /// queued nor `listed`, with the known object. Returns whether the queue was empty.
+    pub(super) fn queue_deletions(
+        &self,
+        inner: &mut Inner,
+        queued_missing: Vec<(ObjectKey, Arc<Object>)>,
+        listed: impl Fn(&ObjectKey) -> bool,
+    ) -> bool {
+        // A key listed but then gone from the store was deleted meanwhile: nothing to do.
         let known_missing: Vec<(ObjectKey, Arc<Object>)> = self
             .shared
-            .known_keys(&inner)
+            .known_keys(inner)
             .into_iter()
-            .filter(|k| !inner.items.contains_key(k))
-            .filter_map(|k| Some((k.clone(), self.shared.known_get(&inner, &k)?)))
+            .filter(|k| !inner.items.contains_key(k) && !listed(k))
+            .filter_map(|k| Some((k.clone(), self.shared.known_get(inner, &k)?)))
             .collect();
         // Counted first, so the key queue grows by what they need, not by doubling (the
         // queued keys' tombstones join keys already queued).
         inner.items.reserve(known_missing.len());
         inner.queue.reserve_exact(known_missing.len());
+        let mut wake = false;
         for (key, obj) in queued_missing.into_iter().chain(known_missing) {
             wake |= inner.enqueue_tombstone(key, obj);
         }
-
-        self.mark_populated(&mut inner);
-        self.wake(inner, wake);
+        wake
     }
 
     /// The first `replace` populates the queue: what it left queued is the initial list.
-    fn mark_populated(&self, inner: &mut Inner) {
+    pub(super) fn mark_populated(&self, inner: &mut Inner) {
         if !inner.populated {
             inner.populated = true;
             let n = inner.queued_len();
@@ -462,7 +473,7 @@ impl DeltaFifo {
         }
     }
 
-    fn transform(&self, obj: Arc<Object>) -> Arc<Object> {
+    pub(super) fn transform(&self, obj: Arc<Object>) -> Arc<Object> {
         match &self.shared.transform {
             Some(f) => f(obj),
             None => obj,

@@ -65,6 +65,7 @@ impl<L: ListerWatcher> Informer<L> {
             transform,
             filter,
             filtering: Mutex::new(()),
+            relist_keys: Mutex::new(None),
         });
         let user_handler = self
             .watch_error_handler

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::fifo::{DeltaFifo, DeltaType, Filter, KnownObjects, Transform};
-use crate::object::{Object, ObjectKey, parse_resource_version};
+use crate::object::{KeySet, Object, ObjectKey, parse_resource_version};
 use crate::reflector::{ReflectorStore, StoreClosed, WatchChange};
 use crate::store::Store;
 
@@ -75,6 +75,9 @@ pub(super) struct FifoSink {
     /// deletions". A change judged under the filter's old answer is then queued before a
     /// refilter's deletions, never after them. Not taken without a filter.
     pub(super) filtering: Mutex<()>,
+    /// The keys of the relist being queued page by page ([`DeltaFifo::replace_page`]);
+    /// `None` when the current list goes to the queue whole.
+    pub(super) relist_keys: Mutex<Option<KeySet>>,
 }
 
 impl FifoSink {
@@ -85,11 +88,47 @@ impl FifoSink {
         }
     }
 
+    /// After a list is queued: the sampler stops, and the list's version is recorded (a
+    /// relist is the truth at its version, even below a bookmark seen before).
+    fn ended(&self, resource_version: &str) {
+        if let Some(c) = &self.list_compactor {
+            c.list_ended();
+        }
+        if let Some(rv) = parse_resource_version(resource_version) {
+            self.seen_rv.store(rv, Ordering::SeqCst);
+            self.rv_moved.notify_one();
+        }
+    }
+
     fn transformed(&self, obj: Arc<Object>) -> Arc<Object> {
         match &self.transform {
             Some(t) => t(obj),
             None => obj,
         }
+    }
+
+    fn lock_relist_keys(&self) -> MutexGuard<'_, Option<KeySet>> {
+        self.relist_keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `items` (transformed, compacted) as a page of the relist being streamed, if
+    /// one is: judged by the filter under its lock, named in the relist's keys. Returns the
+    /// items when no relist is streamed.
+    fn queue_page(&self, items: Vec<Arc<Object>>) -> Option<Vec<Arc<Object>>> {
+        let mut keys = self.lock_relist_keys();
+        let Some(keys) = keys.as_mut() else {
+            return Some(items);
+        };
+        let _filtering = self.filter.as_ref().map(|_| self.lock_filtering());
+        let kept: Vec<Arc<Object>> = match &self.filter {
+            Some(filter) => items.into_iter().filter(|o| filter(o)).collect(),
+            None => items,
+        };
+        keys.extend(kept.iter().map(|o| o.key()));
+        self.fifo.replace_page(kept);
+        None
     }
 
     fn lock_filtering(&self) -> MutexGuard<'_, ()> {
@@ -110,11 +149,33 @@ impl FifoSink {
 }
 
 impl ReflectorStore for FifoSink {
+    fn list_begins(&self, paged: bool) {
+        // A relist read page by page goes to the queue as it comes; the first list goes in
+        // whole (see `DeltaFifo::streams_relists`), and so does a streaming list, whose later
+        // events may take back an object listed before.
+        *self.lock_relist_keys() = (paged && self.fifo.streams_relists()).then(KeySet::default);
+    }
+
     fn replace(&self, items: Vec<Arc<Object>>, resource_version: &str) -> Result<(), StoreClosed> {
+        if self.fifo.is_closed() {
+            return Err(StoreClosed);
+        }
         let items = match &self.list_compactor {
             Some(c) => c.compact_rest(items),
             None => items,
         };
+        // The end of a relist queued page by page: what is left, then its deletions.
+        if self.lock_relist_keys().is_some() {
+            // Only this (the reflector's) thread begins, feeds and ends lists: the keys are
+            // still there, and `queue_page` takes every item.
+            let _ = self.queue_page(items);
+            let keys = self.lock_relist_keys().take().unwrap_or_default();
+            let _filtering = self.filter.as_ref().map(|_| self.lock_filtering());
+            self.fifo.finish_replace(&keys, resource_version);
+            drop(_filtering);
+            self.ended(resource_version);
+            return Ok(());
+        }
         // Items come transformed (and filtered) from `listed`; judged again here, under the
         // lock, with the filter's current answer (a refilter may have run since).
         match &self.filter {
@@ -125,14 +186,7 @@ impl ReflectorStore for FifoSink {
                 ReflectorStore::replace(&self.fifo, kept, resource_version)?;
             }
         }
-        if let Some(c) = &self.list_compactor {
-            c.list_ended();
-        }
-        // A relist is the truth at its version, even below a bookmark seen before.
-        if let Some(rv) = parse_resource_version(resource_version) {
-            self.seen_rv.store(rv, Ordering::SeqCst);
-            self.rv_moved.notify_one();
-        }
+        self.ended(resource_version);
         Ok(())
     }
 
@@ -177,10 +231,11 @@ impl ReflectorStore for FifoSink {
         if let Some(filter) = &self.filter {
             items.retain(|o| filter(o));
         }
-        match &self.list_compactor {
+        let items = match &self.list_compactor {
             Some(c) => c.compact(items),
             None => items,
-        }
+        };
+        self.queue_page(items).unwrap_or_default()
     }
 
     fn bookmark(&self, resource_version: &str) {

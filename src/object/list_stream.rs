@@ -76,6 +76,7 @@ pub struct ListStream {
     /// The list's kind and its items' kind, fixed when `raw` begins.
     kinds: Option<(GroupVersionKind, Arc<GroupVersionKind>)>,
     meta: ObjectList,
+    meta_seen: bool,
     /// A JSON body, gathered whole.
     whole: Option<Vec<Bytes>>,
 }
@@ -135,6 +136,7 @@ impl ListStream {
                 remaining_item_count: None,
                 items: Vec::new(),
             },
+            meta_seen: false,
             whole: None,
         }
     }
@@ -199,6 +201,14 @@ impl ListStream {
             self.leave_raw_at_its_end();
         }
         Ok(items)
+    }
+
+    /// The list's resourceVersion, once its `ListMeta` has been read (an API server writes
+    /// it before the items, so it is known before the first item is handed out); `None`
+    /// before that, and for a JSON list until [`finish`](Self::finish).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.meta_seen
+            .then_some(self.meta.resource_version.as_str())
     }
 
     /// Ends the body: the list's kind and metadata, with the items of a JSON list (a
@@ -409,6 +419,7 @@ impl ListStream {
             Field::ListMeta => {
                 let r = Reader::new(&payload, 0, payload.len(), "ListMeta");
                 read_list_meta(r, &mut self.meta).map_err(shift)?;
+                self.meta_seen = true;
             }
             Field::TypeMeta => {
                 if self.raw_seen {

@@ -39,8 +39,9 @@ impl<L: ListerWatcher> Reflector<L> {
         let mut opts = self.list_options(rv);
         let mut items = Vec::new();
         let mut pages = 0u32;
+        self.store.list_begins(true);
         loop {
-            let list = match self.list_page(&opts, &mut items).await {
+            let list = match self.list_page(rv, &opts, &mut items).await {
                 Ok(l) => l,
                 Err(ApiError::Status(s)) if pages > 0 && s.reason == "Expired" => {
                     // The continue token expired: fall back to one full list (pager.go).
@@ -50,7 +51,8 @@ impl<L: ListerWatcher> Reflector<L> {
                         ..self.list_options(rv)
                     };
                     items.clear();
-                    let list = self.list_page(&full, &mut items).await?;
+                    self.store.list_begins(true);
+                    let list = self.list_page(rv, &full, &mut items).await?;
                     return Ok((items, list.resource_version, true));
                 }
                 Err(e) => return Err(e),
@@ -76,21 +78,38 @@ impl<L: ListerWatcher> Reflector<L> {
     /// [`LISTED_BATCH`] and appending what that returns to `items`: a page (an unpaginated
     /// list is one page of everything) is never held whole, received or decoded. Returns the
     /// page's metadata.
+    ///
+    /// A page served at a version older than `requested` or than the last one delivered (see
+    /// [`goes_back`](Reflector::goes_back)) passes nothing on: the store may queue listed
+    /// objects at once (see [`ReflectorStore::list_begins`](super::ReflectorStore::list_begins)),
+    /// so the version is checked as soon as the body names it, and such a page returns its
+    /// metadata alone (no continue token) for the caller to refuse.
     async fn list_page(
         &self,
+        requested: &str,
         opts: &ListOptions,
         items: &mut Vec<Arc<Object>>,
     ) -> Result<ObjectList, ApiError> {
         let mut body = self.lw.list_chunks(opts).await?;
         let mut stream = ListStream::new(self.config.frame_limit);
         let mut batch: Vec<Arc<Object>> = Vec::new();
+        let mut checked = false;
         while let Some(chunk) = body.next_chunk().await {
             batch.extend(stream.feed(chunk?)?.into_iter().map(Arc::new));
-            if batch.len() >= LISTED_BATCH {
+            if !checked && let Some(served) = stream.resource_version() {
+                if self.goes_back(requested, served) {
+                    return Ok(stale_page(served));
+                }
+                checked = true;
+            }
+            if checked && batch.len() >= LISTED_BATCH {
                 items.extend(self.store.listed(std::mem::take(&mut batch)));
             }
         }
         let mut list = stream.finish()?;
+        if self.goes_back(requested, &list.resource_version) {
+            return Ok(stale_page(&list.resource_version));
+        }
         batch.extend(std::mem::take(&mut list.items).into_iter().map(Arc::new));
         if !batch.is_empty() {
             items.extend(self.store.listed(batch));
@@ -152,5 +171,17 @@ impl<L: ListerWatcher> Reflector<L> {
                 }
             }
         }
+    }
+}
+
+/// The metadata of a page refused as stale: its version, and no continue token (so no page
+/// follows).
+fn stale_page(served: &str) -> ObjectList {
+    ObjectList {
+        list_gvk: Default::default(),
+        resource_version: served.to_owned(),
+        continue_token: String::new(),
+        remaining_item_count: None,
+        items: Vec::new(),
     }
 }

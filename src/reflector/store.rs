@@ -47,13 +47,26 @@ pub trait ReflectorStore: Send + Sync {
     /// [`StoreClosed`] when the consumer has gone.
     fn apply(&self, changes: Vec<WatchChange>) -> Result<(), StoreClosed>;
 
-    /// Objects of a list as they arrive (one page, or a streaming list's batch of events),
+    /// A list begins: its objects come through [`listed`](Self::listed), then
+    /// [`replace`](Self::replace) ends it. A list that fails first is abandoned: the next one
+    /// begins again. `paged` is `true` for a list read page by page (every object final once
+    /// listed, the version checked before any is passed on), `false` for a streaming list
+    /// (a later event may remove an object listed before). Default: nothing.
+    fn list_begins(&self, paged: bool) {
+        let _ = paged;
+    }
+
+    /// Objects of a list as they arrive (a batch of a page, or of a streaming list's events),
     /// before the whole list goes to [`replace`](Self::replace): returns them in the form the
     /// store will keep, so that what a page's buffer holds can be released before the next
     /// page arrives (an informer transforms them and a compressing one compacts them here).
     /// It may leave out objects the store will not keep (an informer's filter). The reflector
     /// passes every object it lists through here, and only what this returns to `replace`.
-    /// Default: as they are.
+    ///
+    /// During a paged list (see [`list_begins`](Self::list_begins)) a store may also take
+    /// them at once and return none: an informer's DeltaFIFO queues a relist's objects as
+    /// they come, then `replace` (with what is left) queues the deletions. Default: as they
+    /// are.
     fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         items
     }

@@ -54,6 +54,9 @@ impl<L: ListerWatcher> Reflector<L> {
     }
 
     pub(super) async fn watch_list(&mut self, rv: String) -> Result<State<L::Body>, StoreClosed> {
+        // Not paged: a later event may remove an object already listed, so the store must
+        // not queue them as they come.
+        self.store.list_begins(false);
         let opts = self.watch_options(&rv, true);
         let timeout = opts.timeout.unwrap_or(self.config.min_watch_timeout);
         let resp = match self.lw.watch(&opts).await {
