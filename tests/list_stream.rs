@@ -265,3 +265,90 @@ fn fuzz_found_an_empty_second_type_meta_and_a_raw_length_near_2_pow_64() {
         Err(DecodeError::Truncated { .. })
     ));
 }
+
+/// Points a reviewer found (a fresh helper's adversarial pass over the first version).
+#[test]
+fn errors_stop_the_stream_and_name_a_byte_of_the_body() {
+    // After an error, feeding on never yields items or a list.
+    let mut stream = ListStream::new(LIMIT);
+    assert!(
+        stream
+            .feed(Bytes::from_static(b"k8s\0\x12\x06\x12\x02\x0a\xff\x12\x00"))
+            .is_err()
+    );
+    assert!(stream.feed(Bytes::from_static(b"\x0a\x00")).is_err());
+    assert!(stream.finish().is_err());
+
+    // A fixed-width field announced past what arrived: the offset is within the body.
+    let body = Bytes::from_static(b"k8s\0\x12\x05\x19");
+    match streamed(&body, &[], LIMIT) {
+        Err(DecodeError::Truncated { offset, .. }) => assert!(offset <= body.len() as u64),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_json_list_in_one_chunk_is_decoded_without_a_copy() {
+    let body = served_list("json", 3, None);
+    let mut stream = ListStream::new(LIMIT);
+    assert!(stream.feed(body.clone()).unwrap().is_empty());
+    let list = stream.finish().unwrap();
+    // Items are slices of the one chunk fed.
+    let raw = list.items[0].raw().unwrap();
+    let start = raw.as_ptr() as usize;
+    assert!(start >= body.as_ptr() as usize && start < body.as_ptr() as usize + body.len());
+}
+
+/// Counts `list_chunks` calls, else the simulator.
+struct ChunkCounter {
+    sim: informer::sim::SimServer,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl ListerWatcher for ChunkCounter {
+    type Body = informer::sim::SimWatch;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, informer::reflector::ApiError> {
+        self.sim.list(opts).await
+    }
+
+    async fn list_chunks(
+        &self,
+        opts: &ListOptions,
+    ) -> Result<informer::reflector::ListBody<Self::Body>, informer::reflector::ApiError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.sim
+            .list(opts)
+            .await
+            .map(informer::reflector::ListBody::Whole)
+    }
+
+    async fn watch(
+        &self,
+        opts: &informer::reflector::WatchOptions,
+    ) -> Result<informer::reflector::WatchResponse<Self::Body>, informer::reflector::ApiError> {
+        self.sim.watch(opts).await
+    }
+}
+
+/// The factory's wrapper (every factory informer's lister-watcher) reads pages through the
+/// inner `list_chunks`, not its default: a reviewer found it did not.
+#[test]
+fn the_factorys_filtered_wrapper_streams_pages_too() {
+    let inner = ChunkCounter {
+        sim: support::sim("etcd", |c| c.initial_objects(3)),
+        calls: Default::default(),
+    };
+    let filtered = informer::factory::Filtered::unfiltered(inner);
+    let body = support::runtime()
+        .block_on(filtered.list_chunks(&ListOptions::default()))
+        .unwrap();
+    assert!(matches!(body, informer::reflector::ListBody::Whole(_)));
+    assert_eq!(
+        filtered
+            .inner()
+            .calls
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}

@@ -344,7 +344,8 @@ impl Body for HttpWatchBody {
                         if data.len() > self.left {
                             self.done = true;
                             return Some(Err(ApiError::Decode(DecodeError::FrameTooLarge {
-                                offset: 0,
+                                // Where the chunk that crosses the cap starts.
+                                offset: (self.limit - self.left) as u64,
                                 len: (self.limit - self.left + data.len()) as u64,
                                 limit: self.limit,
                             })));

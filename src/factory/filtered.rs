@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::reflector::{ApiError, ListOptions, ListerWatcher, WatchOptions, WatchResponse};
+use crate::reflector::{
+    ApiError, ListBody, ListOptions, ListerWatcher, WatchOptions, WatchResponse,
+};
 
 /// The options of one request, as handed to a tweak hook (client-go `TweakListOptionsFunc`
 /// edits `metav1.ListOptions`, which serves lists and watches alike; here they are two types).
@@ -100,6 +102,12 @@ impl<L: ListerWatcher> ListerWatcher for Filtered<L> {
         let mut opts = opts.clone();
         self.filters.apply(RequestOptions::List(&mut opts));
         self.inner.list(&opts).await
+    }
+
+    async fn list_chunks(&self, opts: &ListOptions) -> Result<ListBody<L::Body>, ApiError> {
+        let mut opts = opts.clone();
+        self.filters.apply(RequestOptions::List(&mut opts));
+        self.inner.list_chunks(&opts).await
     }
 
     async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<L::Body>, ApiError> {

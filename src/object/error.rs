@@ -170,6 +170,16 @@ pub enum DecodeError {
 impl DecodeError {
     /// The same error with every offset moved by `base` (used when a message is decoded from a
     /// slice that starts `base` bytes into the outer input).
+    /// This error with its offset lowered to `end` when it lies past it (a streaming decoder
+    /// names the announced end of a message the body has not reached).
+    pub(crate) fn capped(mut self, end: u64) -> Self {
+        match &mut self {
+            DecodeError::Truncated { offset, .. } if *offset > end => *offset = end,
+            _ => {}
+        }
+        self
+    }
+
     pub(crate) fn shifted(mut self, base: u64) -> Self {
         match &mut self {
             DecodeError::Truncated { offset, .. }

@@ -92,6 +92,8 @@ enum Step {
     Payload { field: Field, len: usize, at: u64 },
     /// Bytes to pass over without keeping them.
     Skip { left: u64 },
+    /// An error was returned: the body cannot be read further.
+    Failed,
 }
 
 /// A field whose payload is being read.
@@ -145,7 +147,18 @@ impl ListStream {
     ///
     /// # Errors
     /// Any [`DecodeError`] of the bytes so far; the stream is then unusable (feed no more).
-    pub fn feed(&mut self, mut chunk: Bytes) -> Result<Vec<Object>, DecodeError> {
+    pub fn feed(&mut self, chunk: Bytes) -> Result<Vec<Object>, DecodeError> {
+        // Error offsets never point past the bytes fed so far.
+        let fed = self.offset + (self.held.len() + chunk.len()) as u64;
+        let result = self.read(chunk);
+        if result.is_err() {
+            self.step = Step::Failed;
+            self.held = Vec::new();
+        }
+        result.map_err(|e| e.capped(fed))
+    }
+
+    fn read(&mut self, mut chunk: Bytes) -> Result<Vec<Object>, DecodeError> {
         let mut items = Vec::new();
         if let Some(parts) = &mut self.whole {
             parts.push(chunk);
@@ -153,7 +166,20 @@ impl ListStream {
         }
         while !chunk.is_empty() {
             match self.step {
+                Step::Failed => return Err(failed(self.offset)),
                 Step::Magic => {
+                    // The first chunk is looked at, not split: a JSON body is kept as it came
+                    // (a single chunk is decoded without a copy).
+                    if self.held.is_empty() && chunk.len() >= MAGIC.len() {
+                        if chunk[..MAGIC.len()] != MAGIC {
+                            self.whole = Some(vec![chunk]);
+                            return Ok(items);
+                        }
+                        chunk.advance(MAGIC.len());
+                        self.offset += MAGIC.len() as u64;
+                        self.step = Step::Header;
+                        continue;
+                    }
                     let Some(magic) = self.take(&mut chunk, MAGIC.len()) else {
                         break;
                     };
@@ -218,7 +244,13 @@ impl ListStream {
     /// [`DecodeError::Truncated`] when the body ended inside the envelope's fields or the
     /// list; [`DecodeError::Missing`] without a `raw` field; a JSON list's errors.
     pub fn finish(self) -> Result<ObjectList, DecodeError> {
-        if let Some(parts) = self.whole {
+        if matches!(self.step, Step::Failed) {
+            return Err(failed(self.offset));
+        }
+        if let Some(mut parts) = self.whole {
+            if parts.len() == 1 {
+                return decode_list(parts.pop().unwrap_or_default());
+            }
             let mut body = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
             for p in &parts {
                 body.extend_from_slice(p);
@@ -263,10 +295,15 @@ impl ListStream {
             self.offset += n as u64;
             return Some(chunk.split_to(n));
         }
-        if self.held.is_empty() {
-            self.held.reserve_exact(n);
-        }
         let k = (n - self.held.len()).min(chunk.len());
+        // Grown as the bytes arrive (doubling, never past `n`), not reserved from the length
+        // prefix: a few bytes of a server cannot make us allocate the whole limit. The last
+        // step lands on `n` exactly, so the buffer handed out has no spare capacity.
+        let need = self.held.len() + k;
+        if self.held.capacity() < need {
+            let to = (2 * self.held.capacity()).max(need).min(n);
+            self.held.reserve_exact(to - self.held.len());
+        }
         self.held.extend_from_slice(&chunk[..k]);
         chunk.advance(k);
         if self.held.len() < n {
@@ -495,5 +532,13 @@ fn parse_header(b: &[u8], at: u64) -> Result<Option<Header>, DecodeError> {
         Err(VarintError::Overflow) => Err(DecodeError::BadVarint {
             offset: value_offset,
         }),
+    }
+}
+
+/// The error of a stream used after it failed.
+fn failed(offset: u64) -> DecodeError {
+    DecodeError::Unsupported {
+        what: "reading on after an error (the list stream stopped at its first error)",
+        offset,
     }
 }

@@ -29,7 +29,9 @@ pub struct ReflectorConfig {
     /// `fieldSelector` for lists and watches.
     pub field_selector: Option<String>,
     /// Largest accepted watch frame or JSON line, bytes: 16 MiB (client-go's protobuf frame
-    /// reader limit). A larger one ends the watch with an error and a relist.
+    /// reader limit). A larger one ends the watch with an error and a relist. Also the
+    /// largest item (and list metadata) of a protobuf list page, which is decoded as it
+    /// arrives ([`crate::object::ListStream`]): a larger one fails the list.
     pub frame_limit: usize,
     /// Decode large batches of watch events (32 or more read at once: a backlog, a streaming
     /// list, a flood) on helper threads too, one per further core (at most 7, shared by every

@@ -91,6 +91,7 @@ impl<L: ListerWatcher> Reflector<L> {
         items: &mut Vec<Arc<Object>>,
     ) -> Result<ObjectList, ApiError> {
         let mut body = self.lw.list_chunks(opts).await?;
+        ReflectorMetrics::inc(&self.metrics.list_pages);
         let mut stream = ListStream::new(self.config.frame_limit);
         let mut batch: Vec<Arc<Object>> = Vec::new();
         let mut checked = false;
@@ -114,7 +115,6 @@ impl<L: ListerWatcher> Reflector<L> {
         if !batch.is_empty() {
             items.extend(self.store.listed(batch));
         }
-        ReflectorMetrics::inc(&self.metrics.list_pages);
         Ok(list)
     }
 

@@ -78,6 +78,8 @@ impl<B: Body> Body for RecordingBody<B> {
     }
 }
 
+/// `list_chunks` keeps its default (`list`, whole): a trace records each page as one body,
+/// so a recorded informer reads its pages whole.
 impl<L: ListerWatcher> ListerWatcher for RecordingListerWatcher<L> {
     type Body = RecordingBody<L::Body>;
 
