@@ -71,6 +71,11 @@ pub enum FifoKind {
 ///   client-go's lock guaranteed: drop a batch only after applying it.
 /// - [`has_synced`](Self::has_synced) is lock-free and only a `replace` populates the queue
 ///   (see there).
+/// - An informer queues a relist read page by page as its pages arrive (`replace_page`, then
+///   the deletions at its end; `src/fifo/streamed.rs`): its consumer applies a relist's first
+///   pages while later ones are still on the way, where client-go queues the whole list at
+///   its end. Every object queued early is a state at the list's version, checked not older
+///   than what was delivered before; the deletions still wait for the whole list.
 ///
 /// [`DeletedFinalStateUnknown`]: super::DeletedFinalStateUnknown
 #[derive(Clone)]

@@ -18,8 +18,8 @@ impl DeltaFifo {
     ///
     /// Queued whole, a relist holds every changed object twice until it is applied (the
     /// cached one and the listed one) plus a queued delta per key: for 100 000 etcd Pods of
-    /// which 56 000 changed, about 45 MB above a 76 MB cache. Queued by page, the consumer
-    /// applies each page while the next one arrives.
+    /// which 56 488 changed, a 75 MB process peaked 42 MB higher (1.55×; 2026-12-07). Queued
+    /// by page, the consumer applies each page while the next one arrives: 1.11–1.17×.
     ///
     /// [`replace_page`]: Self::replace_page
     /// [`finish_replace`]: Self::finish_replace

@@ -69,8 +69,8 @@ impl Compaction {
 
     /// Records that `obj` was written under `key`, unless it is compact with the current
     /// dictionary already (a relist's objects are: the list compactor made them so, and
-    /// recording 100 000 of them cost 6 MB of queue for nothing). Before there is a
-    /// dictionary nothing is recorded: its arrival queues the whole store.
+    /// recording 100 000 of them filled a set and a deque of keys, about 6 MB, for nothing).
+    /// Before there is a dictionary nothing is recorded: its arrival queues the whole store.
     pub(super) fn written(&mut self, key: &ObjectKey, obj: &Object) {
         let Some(compactor) = &self.compactor else {
             return;

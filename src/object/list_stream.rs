@@ -296,12 +296,18 @@ impl ListStream {
             return Some(chunk.split_to(n));
         }
         let k = (n - self.held.len()).min(chunk.len());
-        // Grown as the bytes arrive (doubling, never past `n`), not reserved from the length
-        // prefix: a few bytes of a server cannot make us allocate the whole limit. The last
-        // step lands on `n` exactly, so the buffer handed out has no spare capacity.
+        // Up to `EXACT` bytes, reserved at once from the length prefix (one allocation, as for
+        // nearly every object); a larger field grows as its bytes arrive (doubling, never past
+        // `n`), so that a few bytes of a server cannot make us allocate the whole limit. Either
+        // way the buffer ends at `n` exactly: no spare capacity is handed out.
+        const EXACT: usize = 64 << 10;
         let need = self.held.len() + k;
         if self.held.capacity() < need {
-            let to = (2 * self.held.capacity()).max(need).min(n);
+            let to = if n <= EXACT {
+                n
+            } else {
+                (2 * self.held.capacity()).max(need).min(n)
+            };
             self.held.reserve_exact(to - self.held.len());
         }
         self.held.extend_from_slice(&chunk[..k]);
