@@ -170,15 +170,12 @@ impl ListStream {
                 Step::Magic => {
                     // The first chunk is looked at, not split: a JSON body is kept as it came
                     // (a single chunk is decoded without a copy).
-                    if self.held.is_empty() && chunk.len() >= MAGIC.len() {
-                        if chunk[..MAGIC.len()] != MAGIC {
-                            self.whole = Some(vec![chunk]);
-                            return Ok(items);
-                        }
-                        chunk.advance(MAGIC.len());
-                        self.offset += MAGIC.len() as u64;
-                        self.step = Step::Header;
-                        continue;
+                    if self.held.is_empty()
+                        && chunk.len() >= MAGIC.len()
+                        && chunk[..MAGIC.len()] != MAGIC
+                    {
+                        self.whole = Some(vec![chunk]);
+                        return Ok(items);
                     }
                     let Some(magic) = self.take(&mut chunk, MAGIC.len()) else {
                         break;
