@@ -250,13 +250,9 @@ impl DeltaFifo {
         }
 
         // Deletions of queued keys, in queue order.
-        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = before
+        let queued_missing: Vec<ObjectKey> = before
             .into_iter()
             .filter(|k| unlisted.contains(k))
-            .filter_map(|k| {
-                let newest = inner.items.get(&k)?.newest()?.object.object().clone();
-                Some((k, newest))
-            })
             .collect();
         drop(unlisted);
         // Every listed key is queued by now: "neither listed nor queued" is "not queued".
@@ -266,14 +262,22 @@ impl DeltaFifo {
     }
 
     /// The end of a list: queues a tombstone for each of `queued_missing` (queued keys the
-    /// list did not name, with their newest queued object), then for each known key neither
-    /// queued nor `listed`, with the known object. Returns whether the queue was empty.
+    /// list did not name, in queue order) carrying its newest queued object, then for each
+    /// known key neither queued nor `listed`, with the known object. Returns whether the
+    /// queue was empty.
     pub(super) fn queue_deletions(
         &self,
         inner: &mut Inner,
-        queued_missing: Vec<(ObjectKey, Arc<Object>)>,
+        queued_missing: Vec<ObjectKey>,
         listed: impl Fn(&ObjectKey) -> bool,
     ) -> bool {
+        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = queued_missing
+            .into_iter()
+            .filter_map(|k| {
+                let newest = inner.items.get(&k)?.newest()?.object.object().clone();
+                Some((k, newest))
+            })
+            .collect();
         // A key listed but then gone from the store was deleted meanwhile: nothing to do.
         let known_missing: Vec<(ObjectKey, Arc<Object>)> = self
             .shared

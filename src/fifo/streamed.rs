@@ -54,16 +54,11 @@ impl DeltaFifo {
         let mut inner = self.shared.lock();
         inner.replaced_rv = parse_resource_version(resource_version).unwrap_or(0);
         // Deletions of queued keys, in queue order.
-        let queued_missing: Vec<(ObjectKey, Arc<Object>)> = inner
+        let queued_missing: Vec<ObjectKey> = inner
             .queue
             .iter()
             .filter(|k| !listed.contains(*k))
-            .filter_map(|k| {
-                Some((
-                    k.clone(),
-                    inner.items.get(k)?.newest()?.object.object().clone(),
-                ))
-            })
+            .cloned()
             .collect();
         let wake = self.queue_deletions(&mut inner, queued_missing, |k| listed.contains(k));
         self.mark_populated(&mut inner);
