@@ -113,13 +113,24 @@ fn items_come_out_as_their_bytes_arrive() {
 }
 
 #[test]
-fn json_lists_are_gathered_and_decoded_whole() {
+fn json_lists_decode_the_same_however_the_body_is_cut() {
     let body = served_list("json", 7, None);
     assert_eq!(body[0], b'{');
     let whole = decode_list(body.clone()).unwrap();
     assert_eq!(whole.items.len(), 7);
-    for cut in [1, 3, 4, 5, body.len() / 2] {
-        assert_eq!(streamed(&body, &[cut], LIMIT).unwrap(), whole);
+    // Every cut in the first and last 300 bytes (the list's own members), some in between.
+    let n = body.len();
+    for cut in (0..300)
+        .chain((300..n - 300).step_by(211))
+        .chain(n - 300..=n)
+    {
+        let got = streamed(&body, &[cut], LIMIT).unwrap();
+        assert_eq!(got, whole, "cut at {cut}");
+    }
+    let sorted = sorted_members(&body);
+    assert_eq!(decode_list(sorted.clone()).unwrap(), whole);
+    for cut in (0..=sorted.len()).step_by(97) {
+        assert_eq!(streamed(&sorted, &[cut, cut / 3], LIMIT).unwrap(), whole);
     }
 }
 
@@ -291,10 +302,11 @@ fn errors_stop_the_stream_and_name_a_byte_of_the_body() {
 fn a_json_list_in_one_chunk_is_decoded_without_a_copy() {
     let body = served_list("json", 3, None);
     let mut stream = ListStream::new(LIMIT);
-    assert!(stream.feed(body.clone()).unwrap().is_empty());
-    let list = stream.finish().unwrap();
+    let items = stream.feed(body.clone()).unwrap();
+    assert_eq!(items.len(), 3);
+    assert!(stream.finish().unwrap().items.is_empty());
     // Items are slices of the one chunk fed.
-    let raw = list.items[0].raw().unwrap();
+    let raw = items[0].raw().unwrap();
     let start = raw.as_ptr() as usize;
     assert!(start >= body.as_ptr() as usize && start < body.as_ptr() as usize + body.len());
 }
@@ -351,4 +363,239 @@ fn the_factorys_filtered_wrapper_streams_pages_too() {
             .load(std::sync::atomic::Ordering::SeqCst),
         1
     );
+}
+
+/// `body` (a JSON list as the simulator writes it: kind, apiVersion, metadata, items) with its
+/// members in the order the API server writes a custom resource's list: sorted by name.
+fn sorted_members(body: &[u8]) -> Bytes {
+    let list = decode_list(Bytes::copy_from_slice(body)).unwrap();
+    let mut out = format!(
+        "{{\"apiVersion\":\"{}\",\"items\":[",
+        list.list_gvk.api_version()
+    )
+    .into_bytes();
+    for (i, item) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b",\n ");
+        }
+        out.extend_from_slice(&item.raw().unwrap());
+    }
+    out.extend_from_slice(
+        format!(
+            "],\"kind\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"}}}}",
+            list.list_gvk.kind, list.resource_version
+        )
+        .as_bytes(),
+    );
+    Bytes::from(out)
+}
+
+/// Where each of `list`'s items ends in `body` (its items are slices of it).
+fn item_ends(body: &Bytes, list: &ObjectList) -> Vec<usize> {
+    list.items
+        .iter()
+        .map(|o| {
+            let raw = o.raw().unwrap();
+            raw.as_ptr() as usize - body.as_ptr() as usize + raw.len()
+        })
+        .collect()
+}
+
+#[test]
+fn json_items_come_out_as_their_bytes_arrive_in_either_member_order() {
+    let plain = served_list("json", 12, None);
+    for (body, version_first) in [(plain.clone(), true), (sorted_members(&plain), false)] {
+        let whole = decode_list(body.clone()).unwrap();
+        let ends = item_ends(&body, &whole);
+        let mut stream = ListStream::new(LIMIT);
+        let (mut seen, mut fed) = (0, 0);
+        for chunk in body.chunks(997) {
+            for item in stream.feed(Bytes::copy_from_slice(chunk)).unwrap() {
+                assert_eq!(item, whole.items[seen]);
+                seen += 1;
+            }
+            fed += chunk.len();
+            // Every item whose bytes are all in is out, and none before: each names its kind.
+            assert_eq!(seen, ends.iter().filter(|&&e| e <= fed).count());
+            // The version is known as soon as `metadata` is read, if it comes first.
+            if version_first && seen > 0 {
+                assert_eq!(stream.resource_version(), Some(&*whole.resource_version));
+            } else if !version_first {
+                assert_eq!(stream.resource_version(), None);
+            }
+        }
+        assert_eq!(seen, 12);
+        let list = stream.finish().unwrap();
+        assert_eq!(list.resource_version, whole.resource_version);
+        assert_eq!(list.list_gvk, GroupVersionKind::new("", "v1", "PodList"));
+        assert!(list.items.is_empty());
+    }
+}
+
+/// A JSON list of `items` (object texts) with its members in `order`.
+fn json_list(order: &[&str], items: &[&str]) -> Bytes {
+    let members: Vec<String> = order
+        .iter()
+        .map(|m| match *m {
+            "kind" => r#""kind":"WidgetList""#.to_owned(),
+            "apiVersion" => r#""apiVersion":"example.com/v1""#.to_owned(),
+            "metadata" => r#""metadata":{"resourceVersion":"77","continue":"c"}"#.to_owned(),
+            "items" => format!(r#""items":[{}]"#, items.join(",")),
+            other => other.to_owned(),
+        })
+        .collect();
+    Bytes::from(format!("{{{}}}", members.join(",")))
+}
+
+#[test]
+fn json_items_that_name_no_kind_wait_for_the_lists_kind() {
+    let bare = [
+        r#"{"metadata":{"name":"a","namespace":"n"}}"#,
+        r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"b"}}"#,
+        r#"{"metadata":{"name":"c"}}"#,
+    ];
+    let widget = GroupVersionKind::new("example.com", "v1", "Widget");
+    // Kind first: every item comes out as it completes, with the list's item kind.
+    let first = json_list(&["kind", "apiVersion", "metadata", "items"], &bare);
+    let mut stream = ListStream::new(LIMIT);
+    let items = stream.feed(first.clone()).unwrap();
+    assert_eq!(items.len(), 3);
+    assert!(items.iter().all(|o| *o.gvk() == widget));
+    assert_eq!(stream.resource_version(), Some("77"));
+    // Kind last: the first item waits, and so do the others after it, in order.
+    let last = json_list(&["apiVersion", "items", "kind", "metadata"], &bare);
+    let mut stream = ListStream::new(LIMIT);
+    assert!(stream.feed(last.clone()).unwrap().is_empty());
+    assert_eq!(stream.resource_version(), None);
+    let list = stream.finish().unwrap();
+    assert_eq!(list.items.len(), 3);
+    assert_eq!(list.items[2].name(), "c");
+    assert!(list.items.iter().all(|o| *o.gvk() == widget));
+    for body in [first, last] {
+        let whole = decode_list(body.clone()).unwrap();
+        for cut in 0..=body.len() {
+            assert_eq!(streamed(&body, &[cut], LIMIT).unwrap(), whole);
+        }
+    }
+}
+
+#[test]
+fn json_lists_no_decoder_would_read_are_refused_with_a_typed_error() {
+    let item = r#"{"metadata":{"name":"a"}}"#;
+    let order = ["kind", "apiVersion", "metadata", "items"];
+    let good = json_list(&order, &[item, item]);
+    assert_eq!(streamed(&good, &[9], LIMIT).unwrap().items.len(), 2);
+    let text = std::str::from_utf8(&good).unwrap();
+    for bad in [
+        text.replace("},{", "} {"),                             // no comma
+        text.replace("}]", "},]"),                              // trailing comma
+        text.replace("[{", "[,{"),                              // leading comma
+        text.replace("},{", "},1,{"),                           // not an object
+        text.replace("},{", "},null,{"),                        // not an object
+        text.replace(r#""a"}}]"#, r#""a"}]"#),                  // brackets unmatched
+        text.replace("}]}", "}]"),                              // list not closed
+        text.replace("}]}", "}]}x"),                            // trailing bytes
+        text.replace(r#""items""#, r#""metadata":{},"items""#), // member named twice
+        format!(r#"{},"items":[]}}"#, &text[..text.len() - 1]), // items named twice
+        text.replace(r#""kind":"WidgetList""#, r#""kind":5"#),  // a member of the wrong type
+    ] {
+        let bad = Bytes::from(bad);
+        assert!(decode_list(bad.clone()).is_err(), "{bad:?}");
+        for cut in [0, 5, bad.len() / 2, bad.len() - 3] {
+            match streamed(&bad, &[cut], LIMIT) {
+                Err(DecodeError::Json { .. }) => {}
+                other => panic!("{bad:?} cut at {cut}: {other:?}"),
+            }
+        }
+    }
+    // Invalid UTF-8 inside an item: the place is named, in the body.
+    let mut raw = good.to_vec();
+    let at = raw.windows(3).rposition(|w| w == br#""a""#).unwrap() + 1;
+    raw[at] = 0xff;
+    match streamed(&Bytes::from(raw), &[at], LIMIT) {
+        Err(DecodeError::Json { offset, .. }) => assert!(offset < at as u64),
+        other => panic!("{other:?}"),
+    }
+    // A member name with an escape still names the items.
+    let escaped = Bytes::from(text.replace(r#""items""#, r#""it\u0065ms""#));
+    assert_eq!(
+        streamed(&escaped, &[3], LIMIT).unwrap(),
+        decode_list(escaped.clone()).unwrap()
+    );
+    assert_eq!(decode_list(escaped).unwrap().items.len(), 2);
+    // `items` that is not an array is the whole decoder's business.
+    let null = json_list(&order, &[]);
+    let null = Bytes::from(std::str::from_utf8(&null).unwrap().replace("[]", "null"));
+    assert!(streamed(&null, &[], LIMIT).unwrap().items.is_empty());
+}
+
+#[test]
+fn a_json_item_or_skeleton_over_the_limit_fails_before_it_is_gathered() {
+    let body = served_list("json", 3, None);
+    let whole = decode_list(body.clone()).unwrap();
+    let largest = whole.items.iter().map(|o| o.raw_len()).max().unwrap();
+    for cuts in [vec![], vec![100, 2000, 5000]] {
+        match streamed(&body, &cuts, largest - 1) {
+            Err(DecodeError::FrameTooLarge { len, limit, .. }) => {
+                assert_eq!(limit, largest - 1);
+                assert_eq!(len as usize, largest);
+            }
+            other => panic!("expected FrameTooLarge, got {other:?}"),
+        }
+    }
+    assert_eq!(streamed(&body, &[100], largest).unwrap(), whole);
+    // Not a list, and endless: refused once it passes the limit.
+    let junk = Bytes::from(vec![b' '; 5000]);
+    assert!(matches!(
+        streamed(&junk, &[1000], 4096),
+        Err(DecodeError::FrameTooLarge { .. })
+    ));
+}
+
+#[test]
+fn every_truncation_of_a_json_list_is_an_error_or_the_same_list() {
+    let body = served_list("json", 2, None);
+    for end in (0..body.len()).step_by(3) {
+        let prefix = body.slice(..end);
+        match (
+            streamed(&prefix, &[end / 2], LIMIT),
+            decode_list(prefix.clone()),
+        ) {
+            (Ok(list), Ok(whole)) => assert_eq!(list, whole),
+            (Ok(_), Err(e)) => panic!("prefix of {end} bytes accepted; decode_list: {e}"),
+            (Err(_), _) => {}
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn corrupt_json_bodies_never_decode_to_another_list(
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        sorted in any::<bool>(),
+    ) {
+        thread_local! {
+            static BODIES: (Bytes, Bytes) = {
+                let items = [
+                    r#"{"metadata":{"name":"a","labels":{"x":"[{\"y\"}]"}},"s":[1,{"t":"]"}]}"#,
+                    r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b"}}"#,
+                ];
+                (
+                    json_list(&["kind", "apiVersion", "metadata", "items"], &items),
+                    json_list(&["apiVersion", "items", "kind", "metadata"], &items),
+                )
+            };
+        }
+        let mut body = BODIES.with(|b| if sorted { b.1.to_vec() } else { b.0.to_vec() });
+        for (at, byte) in flips {
+            let i = at.index(body.len());
+            body[i] = byte;
+        }
+        let body = Bytes::from(body);
+        let cuts: Vec<usize> = cuts.iter().map(|c| c.index(body.len() + 1)).collect();
+        check_never_different(&body, &cuts);
+    }
 }

@@ -4,18 +4,28 @@
 //! Invariants beyond "no panic":
 //! - every item's raw bytes are a slice of the input, and a JSON object;
 //! - `encode_list_json` of what was decoded decodes to an equal list (same kind, list metadata
-//!   and items, byte for byte).
+//!   and items, byte for byte);
+//! - `ListStream`, fed the input in chunks cut where its first bytes say, never returns a
+//!   list `decode_list` does not return.
 
 #![no_main]
 
 use bytes::Bytes;
 use informer::object::{self, Encoding, MAGIC};
-use informer_fuzz::assert_raw_in;
+use informer_fuzz::{assert_raw_in, list_streamed};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let input = Bytes::copy_from_slice(data);
-    let Ok(list) = object::decode_list(input.clone()) else {
+    let whole = object::decode_list(input.clone());
+    if let Ok(s) = list_streamed(&input) {
+        assert_eq!(
+            Some(&s),
+            whole.as_ref().ok(),
+            "the stream decoded another list"
+        );
+    }
+    let Ok(list) = whole else {
         return;
     };
     if input.starts_with(&MAGIC) {

@@ -15,30 +15,14 @@
 use bytes::Bytes;
 use informer::object::{self, Encoding, MAGIC};
 use informer::wire::meta as pb;
-use informer_fuzz::assert_raw_in;
+use informer_fuzz::{assert_raw_in, list_streamed};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
-
-/// The input decoded by `ListStream`, in three chunks cut at offsets the first two bytes pick.
-fn streamed(input: &Bytes) -> Result<object::ObjectList, object::DecodeError> {
-    let n = input.len();
-    let pick = |i: usize| input.get(i).map_or(0, |&b| usize::from(b) * n / 256);
-    let (a, b) = (pick(0).min(pick(1)), pick(0).max(pick(1)));
-    let mut stream = object::ListStream::new(1 << 20);
-    let mut items = Vec::new();
-    for part in [input.slice(..a), input.slice(a..b), input.slice(b..)] {
-        items.extend(stream.feed(part)?);
-    }
-    let mut list = stream.finish()?;
-    items.append(&mut list.items);
-    list.items = items;
-    Ok(list)
-}
 
 fuzz_target!(|data: &[u8]| {
     let input = Bytes::copy_from_slice(data);
     let whole = object::decode_list(input.clone());
-    if let Ok(s) = streamed(&input) {
+    if let Ok(s) = list_streamed(&input) {
         assert_eq!(
             Some(&s),
             whole.as_ref().ok(),

@@ -221,3 +221,20 @@ pub fn assert_raw_copied_from_end(input: &[u8], obj: &Object) {
         raw.len()
     );
 }
+
+/// `input` decoded by `ListStream`, in three chunks cut at offsets its first two bytes pick:
+/// the items it handed out, then those `finish` gave.
+pub fn list_streamed(input: &Bytes) -> Result<informer::object::ObjectList, DecodeError> {
+    let n = input.len();
+    let pick = |i: usize| input.get(i).map_or(0, |&b| usize::from(b) * n / 256);
+    let (a, b) = (pick(0).min(pick(1)), pick(0).max(pick(1)));
+    let mut stream = informer::object::ListStream::new(1 << 20);
+    let mut items = Vec::new();
+    for part in [input.slice(..a), input.slice(a..b), input.slice(b..)] {
+        items.extend(stream.feed(part)?);
+    }
+    let mut list = stream.finish()?;
+    items.append(&mut list.items);
+    list.items = items;
+    Ok(list)
+}

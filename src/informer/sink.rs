@@ -222,6 +222,11 @@ impl ReflectorStore for FifoSink {
     }
 
     fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
+        let items = self.listed_unchecked(items);
+        self.queue_page(items).unwrap_or_default()
+    }
+
+    fn listed_unchecked(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         // Transformed here, once: `replace` gets only what this returns. Filtered here too,
         // so a list holds only what the cache may keep (judged again by `replace`).
         let mut items: Vec<Arc<Object>> = match &self.transform {
@@ -231,11 +236,10 @@ impl ReflectorStore for FifoSink {
         if let Some(filter) = &self.filter {
             items.retain(|o| filter(o));
         }
-        let items = match &self.list_compactor {
+        match &self.list_compactor {
             Some(c) => c.compact(items),
             None => items,
-        };
-        self.queue_page(items).unwrap_or_default()
+        }
     }
 
     fn bookmark(&self, resource_version: &str) {

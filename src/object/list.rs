@@ -119,17 +119,7 @@ fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
     for item in l.items.unwrap_or_default() {
         let raw = input.slice_ref(item.get().as_bytes());
         let off = offset_in(input, &raw);
-        let json::ObjectOnly(head): json::ObjectOnly<json::Head<'_>> =
-            serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, off))?;
-        // Real servers omit apiVersion/kind on list items; take them from the list then.
-        let gvk = match (&head.api_version, &head.kind) {
-            (Some(a), Some(k)) if !k.is_empty() => {
-                Arc::new(GroupVersionKind::from_api_version(a, k))
-            }
-            _ => item_gvk.clone(),
-        };
-        let metadata = head.metadata;
-        items.push(json::decode_with_head(raw.clone(), gvk, metadata, off)?);
+        items.extend(decode_json_item(raw, off, Some(&item_gvk))?);
     }
     Ok(ObjectList {
         list_gvk,
@@ -138,6 +128,31 @@ fn decode_json_list(input: &Bytes) -> Result<ObjectList, DecodeError> {
         remaining_item_count: meta.remaining_item_count,
         items,
     })
+}
+
+/// One item of a JSON list: `raw` (an object's text, at body offset `off`). It keeps its own
+/// `apiVersion` and `kind` when it names both, else takes `item_gvk`, the list's kind without
+/// `List` (API servers omit them on the items of built-in lists); `Ok(None)` when it names no
+/// kind and `item_gvk` is not known yet.
+///
+/// # Errors
+/// When `raw` is not a JSON object or its metadata is malformed.
+pub(super) fn decode_json_item(
+    raw: Bytes,
+    off: u64,
+    item_gvk: Option<&Arc<GroupVersionKind>>,
+) -> Result<Option<Object>, DecodeError> {
+    let json::ObjectOnly(head): json::ObjectOnly<json::Head<'_>> =
+        serde_json::from_slice(&raw).map_err(|e| DecodeError::json(&e, off))?;
+    let gvk = match (&head.api_version, &head.kind, item_gvk) {
+        (Some(a), Some(k), _) if !k.is_empty() => {
+            Arc::new(GroupVersionKind::from_api_version(a, k))
+        }
+        (_, _, Some(gvk)) => gvk.clone(),
+        (_, _, None) => return Ok(None),
+    };
+    let metadata = head.metadata;
+    json::decode_with_head(raw.clone(), gvk, metadata, off).map(Some)
 }
 
 /// Encodes a protobuf list: envelope of kind `list_gvk` around `{1 ListMeta, 2 items...}`.

@@ -1,5 +1,5 @@
-//! [`ListStream`]: a protobuf list decoded as its body arrives, item by item, so that a large
-//! unpaginated list (what an API server's watch cache serves for a relist at a
+//! [`ListStream`]: a list (protobuf or JSON) decoded as its body arrives, item by item, so
+//! that a large unpaginated list (what an API server's watch cache serves for a relist at a
 //! resourceVersion) is never held whole.
 
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use bytes::{Buf, Bytes};
 use super::DecodeError;
 use super::encoding::MAGIC;
 use super::list::{ObjectList, decode_list, read_list_meta};
+use super::list_stream_json::JsonListStream;
 use super::meta::GroupVersionKind;
 use super::protobuf::{decode_bare, read_type_meta};
 use super::protowire::{Reader, WT_I32, WT_I64, WT_LEN, WT_VARINT};
@@ -22,14 +23,17 @@ use super::varint::{self, MAX_LEN, VarintError};
 /// an item that lies within one chunk is a zero-copy slice of it, one that straddles chunks is
 /// gathered into a buffer of exactly its length (allocated once its length prefix passed the
 /// item limit). Nothing else is kept, so the memory a list takes while it arrives is a chunk
-/// and one item, not the list. A JSON list (custom resources) is gathered whole and decoded
-/// by [`decode_list`] at the end.
+/// and one item, not the list. A JSON list (custom resources) is cut into its items the same
+/// way: an item is handed out once complete when its kind is known (it names its own, or the
+/// list named its kind before its items); the list's other members are kept apart and read
+/// at the end.
 ///
 /// For every input it accepts, the result is what [`decode_list`] returns for the same bytes
 /// whole (the items handed out, in order, then the metadata). It is stricter in two shapes no
 /// API server writes, which it rejects with a typed error: a second `raw` field in the
 /// envelope, and a `typeMeta` after the `raw` field. Offsets in errors count from the start
-/// of the body.
+/// of the body (a JSON syntax error among the list's own members after its items names its
+/// line and column in the document without its items).
 ///
 /// # Examples
 /// ```
@@ -77,8 +81,8 @@ pub struct ListStream {
     kinds: Option<(GroupVersionKind, Arc<GroupVersionKind>)>,
     meta: ObjectList,
     meta_seen: bool,
-    /// A JSON body, gathered whole.
-    whole: Option<Vec<Bytes>>,
+    /// A JSON body's reader, once the first bytes said it is one.
+    json: Option<Box<JsonListStream>>,
 }
 
 /// What the next bytes are.
@@ -139,7 +143,7 @@ impl ListStream {
                 items: Vec::new(),
             },
             meta_seen: false,
-            whole: None,
+            json: None,
         }
     }
 
@@ -159,31 +163,30 @@ impl ListStream {
     }
 
     fn read(&mut self, mut chunk: Bytes) -> Result<Vec<Object>, DecodeError> {
-        let mut items = Vec::new();
-        if let Some(parts) = &mut self.whole {
-            parts.push(chunk);
-            return Ok(items);
+        if matches!(self.step, Step::Failed) {
+            return Err(failed(self.offset));
         }
+        if let Some(json) = &mut self.json {
+            return json.feed(chunk);
+        }
+        let mut items = Vec::new();
         while !chunk.is_empty() {
             match self.step {
                 Step::Failed => return Err(failed(self.offset)),
                 Step::Magic => {
-                    // The first chunk is looked at, not split: a JSON body is kept as it came
-                    // (a single chunk is decoded without a copy).
+                    // The first chunk is looked at, not split, when it is JSON: a JSON item
+                    // that lies within it is then a slice of it.
                     if self.held.is_empty()
                         && chunk.len() >= MAGIC.len()
                         && chunk[..MAGIC.len()] != MAGIC
                     {
-                        self.whole = Some(vec![chunk]);
-                        return Ok(items);
+                        return self.json_begins(None, chunk);
                     }
                     let Some(magic) = self.take(&mut chunk, MAGIC.len()) else {
                         break;
                     };
                     if magic[..] != MAGIC {
-                        // Not protobuf: gathered whole, `decode_list` says what it is.
-                        self.whole = Some(vec![magic, chunk]);
-                        return Ok(items);
+                        return self.json_begins(Some(magic), chunk);
                     }
                     self.step = Step::Header;
                 }
@@ -228,14 +231,21 @@ impl ListStream {
 
     /// The list's resourceVersion, once its `ListMeta` has been read (an API server writes
     /// it before the items, so it is known before the first item is handed out); `None`
-    /// before that, and for a JSON list until [`finish`](Self::finish).
+    /// before that. A JSON list names it when its `metadata` precedes its items (built-in
+    /// lists); a custom resource's list, whose members the API server writes sorted by name,
+    /// names it only at the end, so this stays `None` and [`finish`](Self::finish) gives it.
     pub fn resource_version(&self) -> Option<&str> {
+        if let Some(json) = &self.json {
+            return json.resource_version();
+        }
         self.meta_seen
             .then_some(self.meta.resource_version.as_str())
     }
 
-    /// Ends the body: the list's kind and metadata, with the items of a JSON list (a
-    /// protobuf list's items were all handed out by [`feed`](Self::feed)).
+    /// Ends the body: the list's kind and metadata. Its items were all handed out by
+    /// [`feed`](Self::feed), but for the items of a JSON list that name no kind of their own
+    /// and came before the list named its kind (no API server writes such a list): those
+    /// are here, in order, after what `feed` handed out.
     ///
     /// # Errors
     /// [`DecodeError::Truncated`] when the body ended inside the envelope's fields or the
@@ -244,15 +254,8 @@ impl ListStream {
         if matches!(self.step, Step::Failed) {
             return Err(failed(self.offset));
         }
-        if let Some(mut parts) = self.whole {
-            if parts.len() == 1 {
-                return decode_list(parts.pop().unwrap_or_default());
-            }
-            let mut body = Vec::with_capacity(parts.iter().map(Bytes::len).sum());
-            for p in &parts {
-                body.extend_from_slice(p);
-            }
-            return decode_list(Bytes::from(body));
+        if let Some(json) = self.json {
+            return json.finish();
         }
         let ended_inside =
             !self.held.is_empty() || !matches!(self.step, Step::Header) || self.raw_end.is_some();
@@ -282,6 +285,22 @@ impl ListStream {
             meta.list_gvk = list_gvk;
         }
         Ok(meta)
+    }
+
+    /// The body is JSON: `first` (its first bytes, when they came apart) and `chunk` go to a
+    /// [`JsonListStream`] from now on.
+    fn json_begins(
+        &mut self,
+        first: Option<Bytes>,
+        chunk: Bytes,
+    ) -> Result<Vec<Object>, DecodeError> {
+        let json = self.json.insert(Box::new(JsonListStream::new(self.limit)));
+        let mut items = match first {
+            Some(first) => json.feed(first)?,
+            None => Vec::new(),
+        };
+        items.extend(json.feed(chunk)?);
+        Ok(items)
     }
 
     /// `n` contiguous bytes from `held` and `chunk`: a slice of `chunk` when it holds them

@@ -20,6 +20,7 @@ mod json;
 mod key;
 mod list;
 mod list_stream;
+mod list_stream_json;
 mod meta;
 mod meta_encode;
 mod meta_fields;

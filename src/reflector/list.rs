@@ -94,6 +94,9 @@ impl<L: ListerWatcher> Reflector<L> {
         ReflectorMetrics::inc(&self.metrics.list_pages);
         let mut stream = ListStream::new(self.config.frame_limit);
         let mut batch: Vec<Arc<Object>> = Vec::new();
+        // Objects passed on before the page's version was known: in the store's form, not
+        // taken by it; with every later object of the page, to keep the list's order.
+        let mut unchecked: Vec<Arc<Object>> = Vec::new();
         let mut checked = false;
         while let Some(chunk) = body.next_chunk().await {
             batch.extend(stream.feed(chunk?)?.into_iter().map(Arc::new));
@@ -103,8 +106,13 @@ impl<L: ListerWatcher> Reflector<L> {
                 }
                 checked = true;
             }
-            if checked && batch.len() >= LISTED_BATCH {
-                items.extend(self.store.listed(std::mem::take(&mut batch)));
+            if batch.len() >= LISTED_BATCH {
+                let batch = std::mem::take(&mut batch);
+                if checked && unchecked.is_empty() {
+                    items.extend(self.store.listed(batch));
+                } else {
+                    unchecked.extend(self.store.listed_unchecked(batch));
+                }
             }
         }
         let mut list = stream.finish()?;
@@ -112,7 +120,10 @@ impl<L: ListerWatcher> Reflector<L> {
             return Ok(stale_page(&list.resource_version));
         }
         batch.extend(std::mem::take(&mut list.items).into_iter().map(Arc::new));
-        if !batch.is_empty() {
+        if !unchecked.is_empty() {
+            unchecked.extend(self.store.listed_unchecked(batch));
+            items.append(&mut unchecked);
+        } else if !batch.is_empty() {
             items.extend(self.store.listed(batch));
         }
         Ok(list)

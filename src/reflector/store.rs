@@ -61,13 +61,25 @@ pub trait ReflectorStore: Send + Sync {
     /// store will keep, so that what a page's buffer holds can be released before the next
     /// page arrives (an informer transforms them and a compressing one compacts them here).
     /// It may leave out objects the store will not keep (an informer's filter). The reflector
-    /// passes every object it lists through here, and only what this returns to `replace`.
+    /// passes every object it lists through here (or [`listed_unchecked`](Self::listed_unchecked)),
+    /// and only what these return to `replace`.
     ///
     /// During a paged list (see [`list_begins`](Self::list_begins)) a store may also take
     /// them at once and return none: an informer's DeltaFIFO queues a relist's objects as
     /// they come, then `replace` (with what is left) queues the deletions. Default: as they
     /// are.
     fn listed(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
+        items
+    }
+
+    /// Objects of a list whose version the reflector cannot check yet (a JSON list that
+    /// names its `metadata` after its items, as the API server writes a custom resource's
+    /// list): returned in the form the store will keep, as [`listed`](Self::listed) does, but
+    /// never taken. The reflector hands what this returns to [`replace`](Self::replace) once
+    /// the list's version is checked (or drops it with a stale list), and sends every later
+    /// object of the page this way too, so that the list's order is kept. Default: as they
+    /// are.
+    fn listed_unchecked(&self, items: Vec<Arc<Object>>) -> Vec<Arc<Object>> {
         items
     }
 
