@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::list_buffer::ListBuffer;
 use crate::object::{ListStream, Object, ObjectList};
 
 /// Objects of a list handed to the store's `listed` at a time, as they are decoded: enough to
@@ -73,8 +74,8 @@ impl<L: ListerWatcher> Reflector<L> {
         }
     }
 
-    /// Fetches one page and decodes it as its body arrives ([`ListStream`]), handing its
-    /// objects to [`ReflectorStore::listed`](super::ReflectorStore::listed) in batches of
+    /// Fetches one page and decodes it as its body arrives ([`ListStream`], a megabyte at a
+    /// time: see [`ListBuffer`]), handing its objects to [`ReflectorStore::listed`](super::ReflectorStore::listed) in batches of
     /// [`LISTED_BATCH`] and appending what that returns to `items`: a page (an unpaginated
     /// list is one page of everything) is never held whole, received or decoded. Returns the
     /// page's metadata.
@@ -98,8 +99,20 @@ impl<L: ListerWatcher> Reflector<L> {
         // taken by it; with every later object of the page, to keep the list's order.
         let mut unchecked: Vec<Arc<Object>> = Vec::new();
         let mut checked = false;
-        while let Some(chunk) = body.next_chunk().await {
-            batch.extend(stream.feed(chunk?)?.into_iter().map(Arc::new));
+        let mut gathered = ListBuffer::default();
+        let mut ended = false;
+        while !ended {
+            let chunk = match body.next_chunk().await {
+                Some(chunk) => gathered.add(chunk?),
+                None => {
+                    ended = true;
+                    gathered.take()
+                }
+            };
+            let Some(chunk) = chunk else {
+                continue;
+            };
+            batch.extend(stream.feed(chunk)?.into_iter().map(Arc::new));
             if !checked && let Some(served) = stream.resource_version() {
                 if self.goes_back(requested, served) {
                     return Ok(stale_page(served));

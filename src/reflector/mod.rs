@@ -14,6 +14,7 @@ mod config;
 mod decode_pool;
 mod error;
 mod list;
+mod list_buffer;
 mod lister_watcher;
 mod machine;
 mod metrics;
