@@ -202,6 +202,14 @@ fn shapes_no_api_server_writes_are_refused_with_a_typed_error() {
         streamed(&Bytes::from(twice), &[], LIMIT),
         Err(DecodeError::Unsupported { .. })
     ));
+    // Two ListMetas: merged by decode_list (the last version wins); the stream, which names
+    // the first one's version early, refuses the second.
+    let two = Bytes::from_static(b"k8s\0\x12\x0a\x0a\x03\x12\x015\x0a\x03\x12\x013");
+    assert_eq!(decode_list(two.clone()).unwrap().resource_version, "3");
+    assert!(matches!(
+        streamed(&two, &[], LIMIT),
+        Err(DecodeError::Unsupported { .. })
+    ));
     // Garbage.
     for junk in [
         &b""[..],

@@ -29,9 +29,9 @@ use super::varint::{self, MAX_LEN, VarintError};
 /// at the end.
 ///
 /// For every input it accepts, the result is what [`decode_list`] returns for the same bytes
-/// whole (the items handed out, in order, then the metadata). It is stricter in two shapes no
-/// API server writes, which it rejects with a typed error: a second `raw` field in the
-/// envelope, and a `typeMeta` after the `raw` field. Offsets in errors count from the start
+/// whole (the items handed out, in order, then the metadata). It is stricter in three shapes
+/// no API server writes, which it rejects with a typed error: a second `raw` field in the
+/// envelope, a `typeMeta` after the `raw` field, and a second `ListMeta` in the list. Offsets in errors count from the start
 /// of the body (a JSON syntax error among the list's own members after its items names its
 /// line and column in the document without its items).
 ///
@@ -476,6 +476,14 @@ impl ListStream {
                 return decode_bare(gvk, payload).map(Some).map_err(shift);
             }
             Field::ListMeta => {
+                // Merged, a later one could name an older version than the one the reflector
+                // checked before passing the items between them on.
+                if self.meta_seen {
+                    return Err(DecodeError::Unsupported {
+                        what: "a second ListMeta (field 1) in a list",
+                        offset: at,
+                    });
+                }
                 let r = Reader::new(&payload, 0, payload.len(), "ListMeta");
                 read_list_meta(r, &mut self.meta).map_err(shift)?;
                 self.meta_seen = true;

@@ -270,12 +270,12 @@ impl JsonListStream {
                         });
                     }
                     let raw = if ends.is_none() {
-                        self.item.extend_from_slice(&b[i..]);
+                        self.gather(&b[i..]);
                         None
                     } else if self.item.is_empty() {
                         Some(chunk.slice(i..end))
                     } else {
-                        self.item.extend_from_slice(&b[i..end]);
+                        self.gather(&b[i..end]);
                         // The cache may keep these bytes: no spare capacity.
                         self.item.shrink_to_fit();
                         Some(Bytes::from(std::mem::take(&mut self.item)))
@@ -377,6 +377,19 @@ impl JsonListStream {
         }
         self.pending.push((raw, at));
         Ok(())
+    }
+
+    /// Appends `bytes` to the item that straddles chunks (the caller checked the limit): its
+    /// buffer doubles as bytes arrive, never past the limit.
+    fn gather(&mut self, bytes: &[u8]) {
+        let need = self.item.len() + bytes.len();
+        if self.item.capacity() < need {
+            let to = (2 * self.item.capacity())
+                .max(need)
+                .min(self.limit.max(need));
+            self.item.reserve_exact(to - self.item.len());
+        }
+        self.item.extend_from_slice(bytes);
     }
 
     /// Appends `bytes` (at body offset `at`) to the skeleton, within the limit.

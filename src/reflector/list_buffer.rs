@@ -6,6 +6,14 @@ use bytes::Bytes;
 /// Gathers a list body's chunks into buffers of [`LIST_BUFFER`] bytes (a chunk at least that
 /// large that comes with nothing gathered, such as a whole body, passes as it is); the
 /// reflector cuts objects out of what it returns.
+///
+/// Every smaller chunk is copied, even a body's only one, and a buffer is handed out when the
+/// next chunk would not fit, with the room left never written: it takes no memory, and the
+/// alternatives measured worse (100 000 etcd Pods, paired runs, 2026-12-07): handing a body's
+/// only chunk over as it is and filling buffers to the byte, 771-790 B of RSS per object
+/// against 754-773 B; with no compression and pages of 500 (each page's objects pinning a
+/// 1 MiB buffer holding 800 KB), the last buffer copied into one of its own length, 2 967 B
+/// against 2 920 B.
 #[derive(Debug, Default)]
 pub(super) struct ListBuffer(Vec<u8>);
 
@@ -23,6 +31,9 @@ impl ListBuffer {
     /// gathered before this chunk), or the chunk itself when it is large and nothing is
     /// gathered.
     pub(super) fn add(&mut self, chunk: Bytes) -> Option<Bytes> {
+        if chunk.is_empty() {
+            return None;
+        }
         if self.0.is_empty() && chunk.len() >= LIST_BUFFER {
             return Some(chunk);
         }
@@ -74,5 +85,41 @@ mod tests {
         // With nothing gathered, it passes as it is (no copy).
         let passed = buffer.add(big.clone()).unwrap();
         assert_eq!(passed.as_ptr(), big.as_ptr());
+    }
+
+    // From a fresh helper's review: any sequence of chunk sizes (empty ones, ones around and
+    // over the buffer size) comes out as the same bytes in order, nothing handed out empty,
+    // no buffer over the size unless a chunk was.
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        #[test]
+        fn no_byte_is_lost_or_doubled(
+            sizes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(0usize),
+                    1usize..10,
+                    0usize..70_000,
+                    (LIST_BUFFER - 3)..(LIST_BUFFER + 3),
+                    (2 * LIST_BUFFER - 2)..(2 * LIST_BUFFER + 2),
+                ],
+                0..12,
+            )
+        ) {
+            let total: usize = sizes.iter().sum();
+            let body: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
+            let mut buffer = ListBuffer::default();
+            let mut out: Vec<Bytes> = Vec::new();
+            let mut at = 0;
+            for n in &sizes {
+                out.extend(buffer.add(Bytes::copy_from_slice(&body[at..at + n])));
+                at += n;
+            }
+            out.extend(buffer.take());
+            proptest::prop_assert!(buffer.take().is_none());
+            proptest::prop_assert!(out.iter().all(|b| !b.is_empty()));
+            proptest::prop_assert_eq!(out.concat(), body);
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            proptest::prop_assert!(out.iter().all(|b| b.len() <= LIST_BUFFER.max(largest)));
+        }
     }
 }
