@@ -182,13 +182,10 @@ async fn relists_with_changes_and_deletions_end_at_the_truth() {
     informer.shutdown();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stale_relist_moves_no_object_back_in_time() {
-    // The relist at the last version is served from a cache 1 000 changes behind: refused,
-    // then listed again from the most recent state. Nothing of the stale list may reach the
-    // handlers: every update they see goes forward.
-    let sim = SimServer::new(
-        SimConfig::new(templates("etcd"))
+/// 600 objects of `template` whose lists are served from a cache 1 000 changes behind.
+fn lagging(template: &str) -> SimServer {
+    SimServer::new(
+        SimConfig::new(templates(template))
             .seed(9)
             .initial_objects(600)
             .list_lag(1_000)
@@ -199,19 +196,28 @@ async fn a_stale_relist_moves_no_object_back_in_time() {
                 delete: 20,
             }),
     )
-    .unwrap();
-    let (informer, views) = start_informer(sim.clone(), reflector(), 1);
-    wait_converged(&sim, &informer, &views).await;
+    .unwrap()
+}
+
+/// Runs a relist at the last version that `sim` (served through `lw`) answers from its lagging
+/// cache: refused, then listed again from the most recent state. Nothing of the stale list
+/// may reach the handlers: every update they see goes forward.
+async fn stale_relist_moves_nothing_back<L: ListerWatcher>(
+    sim: &SimServer,
+    lw: L,
+    config: ReflectorConfig,
+    what: &str,
+) {
+    let (informer, views) = start_informer(lw, config, 1);
+    wait_converged(sim, &informer, &views).await;
     sim.flood(1_500).await.unwrap();
-    wait_converged(&sim, &informer, &views).await;
+    wait_converged(sim, &informer, &views).await;
     sim.inject(RELIST);
     sim.flood(300).await.unwrap();
-    wait_converged(&sim, &informer, &views).await;
-    assert_eq!(
-        informer.reflector_metrics().unwrap().snapshot().stale_lists,
-        1
-    );
-    views[0].assert_exact("after the stale relist");
+    wait_converged(sim, &informer, &views).await;
+    let m = informer.reflector_metrics().unwrap().snapshot();
+    assert_eq!(m.stale_lists, 1, "{what}");
+    views[0].assert_exact(what);
     let rv = |s: &str| s.parse::<u64>().unwrap();
     for seen in views[0].seen() {
         if let Seen::Update {
@@ -222,11 +228,17 @@ async fn a_stale_relist_moves_no_object_back_in_time() {
         {
             assert!(
                 rv(&new_rv) >= rv(&old_rv),
-                "{key} went from {old_rv} to {new_rv}"
+                "{what}: {key} went from {old_rv} to {new_rv}"
             );
         }
     }
     informer.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_relist_moves_no_object_back_in_time() {
+    let sim = lagging("etcd");
+    stale_relist_moves_nothing_back(&sim, sim.clone(), reflector(), "etcd Pods").await;
 }
 
 /// The simulator, except that its JSON lists come with their members sorted by name
@@ -273,47 +285,12 @@ async fn a_json_list_that_names_its_version_last_is_checked_before_it_is_queued(
     // pages: the items are read (and compacted) before the list's version is known, and
     // reach the queue only once it is checked.
     for page_size in [0, 200] {
-        let sim = SimServer::new(
-            SimConfig::new(templates("json"))
-                .seed(9)
-                .initial_objects(600)
-                .list_lag(1_000)
-                .mix(FloodMix {
-                    target_objects: 600,
-                    create: 20,
-                    update: 60,
-                    delete: 20,
-                }),
-        )
-        .unwrap();
+        let sim = lagging("json");
         let config = ReflectorConfig {
             page_size,
             ..reflector()
         };
-        let (informer, views) = start_informer(SortedJson(sim.clone()), config, 1);
-        wait_converged(&sim, &informer, &views).await;
-        sim.flood(1_500).await.unwrap();
-        wait_converged(&sim, &informer, &views).await;
-        sim.inject(RELIST);
-        sim.flood(300).await.unwrap();
-        wait_converged(&sim, &informer, &views).await;
-        let m = informer.reflector_metrics().unwrap().snapshot();
-        assert_eq!(m.stale_lists, 1, "page size {page_size}");
-        views[0].assert_exact(&format!("page size {page_size}"));
-        let rv = |s: &str| s.parse::<u64>().unwrap();
-        for seen in views[0].seen() {
-            if let Seen::Update {
-                key,
-                old_rv,
-                new_rv,
-            } = seen
-            {
-                assert!(
-                    rv(&new_rv) >= rv(&old_rv),
-                    "page size {page_size}: {key} went from {old_rv} to {new_rv}"
-                );
-            }
-        }
-        informer.shutdown();
+        let what = format!("page size {page_size}");
+        stale_relist_moves_nothing_back(&sim, SortedJson(sim.clone()), config, &what).await;
     }
 }

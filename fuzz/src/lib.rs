@@ -238,3 +238,18 @@ pub fn list_streamed(input: &Bytes) -> Result<informer::object::ObjectList, Deco
     list.items = items;
     Ok(list)
 }
+
+/// Panics when `ListStream` (see [`list_streamed`]) decodes `input` to a list other than
+/// `whole`, what `decode_list` made of it (an error of the stream is always allowed).
+pub fn assert_stream_agrees(
+    input: &Bytes,
+    whole: &Result<informer::object::ObjectList, DecodeError>,
+) {
+    if let Ok(s) = list_streamed(input) {
+        assert_eq!(
+            Some(&s),
+            whole.as_ref().ok(),
+            "the stream decoded another list"
+        );
+    }
+}
