@@ -31,9 +31,9 @@ use super::varint::{self, MAX_LEN, VarintError};
 /// For every input it accepts, the result is what [`decode_list`] returns for the same bytes
 /// whole (the items handed out, in order, then the metadata). It is stricter in three shapes
 /// no API server writes, which it rejects with a typed error: a second `raw` field in the
-/// envelope, a `typeMeta` after the `raw` field, and a second `ListMeta` in the list. Offsets in errors count from the start
-/// of the body (a JSON syntax error among the list's own members after its items names its
-/// line and column in the document without its items).
+/// envelope, a `typeMeta` after the `raw` field, and a second `ListMeta` in the list. Offsets
+/// in errors count from the start of the body (a JSON syntax error among the list's own
+/// members after its items names its line and column in the document without its items).
 ///
 /// # Examples
 /// ```

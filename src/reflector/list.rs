@@ -75,7 +75,8 @@ impl<L: ListerWatcher> Reflector<L> {
     }
 
     /// Fetches one page and decodes it as its body arrives ([`ListStream`], a megabyte at a
-    /// time: see [`ListBuffer`]), handing its objects to [`ReflectorStore::listed`](super::ReflectorStore::listed) in batches of
+    /// time: see [`ListBuffer`]), handing its objects to
+    /// [`ReflectorStore::listed`](super::ReflectorStore::listed) in batches of
     /// [`LISTED_BATCH`] and appending what that returns to `items`: a page (an unpaginated
     /// list is one page of everything) is never held whole, received or decoded. Returns the
     /// page's metadata.

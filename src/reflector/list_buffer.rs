@@ -21,7 +21,7 @@ pub(super) struct ListBuffer(Vec<u8>);
 /// compacts them (or drops them). hyper hands a body over in chunks of 8 to 400 KiB; objects
 /// cut from those left, once compacted, their freed pages scattered among live allocations,
 /// which the allocator cannot give back: 100 000 etcd Pods read 782-824 B of RSS per object
-/// against 769-779 B when read from 1 MiB buffers, each one mapping of its own that goes back
+/// against 754-781 B when read from 1 MiB buffers, each one mapping of its own that goes back
 /// to the system whole (paired runs, 2026-12-07). A list takes one such buffer more while it
 /// arrives, and one copy of its bytes.
 pub(super) const LIST_BUFFER: usize = 1 << 20;

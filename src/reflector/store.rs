@@ -61,8 +61,8 @@ pub trait ReflectorStore: Send + Sync {
     /// store will keep, so that what a page's buffer holds can be released before the next
     /// page arrives (an informer transforms them and a compressing one compacts them here).
     /// It may leave out objects the store will not keep (an informer's filter). The reflector
-    /// passes every object it lists through here (or [`listed_unchecked`](Self::listed_unchecked)),
-    /// and only what these return to `replace`.
+    /// passes every object it lists through here (or through
+    /// [`listed_unchecked`](Self::listed_unchecked)), and only what these return to `replace`.
     ///
     /// During a paged list (see [`list_begins`](Self::list_begins)) a store may also take
     /// them at once and return none: an informer's DeltaFIFO queues a relist's objects as
