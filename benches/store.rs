@@ -16,7 +16,10 @@
 //! - reader latency p50/p99 (hdrhistogram, printed: criterion gives no percentiles), idle,
 //!   under the paced writer (p99) and under the flood, one reader;
 //! - `store-write/{0,2,4}-indexes`: batches of 1 000 updates, single-threaded;
-//! - `store-write-parts`: what one indexed update of our store is made of.
+//! - `store-write-parts`: what one indexed update of our store is made of;
+//! - `store-fill`: ours alone, with the namespace and labels indexes: a `replace` of every
+//!   object into an empty store (an informer's list), and every object added then deleted in
+//!   batches of 100 (index sets growing and shrinking), per object.
 //!
 //! Default settings keep the whole run to a few minutes on 2 cores; `STORE_N` sets the store
 //! size (default 100 000; 1000000 for the large-store figures, several GB of memory).
@@ -521,5 +524,64 @@ fn write_parts(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, write_parts, writes, reads, reads_paced, latency);
+/// Lists and churn: the writes that change index sets (updates above leave them alone).
+fn fills(c: &mut Criterion) {
+    let w = workload();
+    let n = w.objects.len();
+    let mut g = c.benchmark_group("store-fill");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(2000))
+        .throughput(Throughput::Elements(n as u64));
+    let config = || store_baselines::ours::config(Indexes::Two);
+    g.bench_function("replace into an empty store, 2 indexes", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let (r, mut writer) = informer::store::store(config());
+                spent += cpu_timed(|| writer.replace(w.objects.iter().cloned(), 1).unwrap());
+                // Dropping the store is not timed.
+                drop((r, writer));
+            }
+            spent
+        })
+    });
+    g.bench_function("add then delete in batches of 100, 2 indexes", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let (r, mut writer) = informer::store::store(config());
+                spent += cpu_timed(|| {
+                    for chunk in w.objects.chunks(100) {
+                        let mut batch = WriteBatch::with_capacity(chunk.len());
+                        for o in chunk {
+                            batch.add(o.clone());
+                        }
+                        black_box(writer.apply(batch).unwrap());
+                    }
+                    for chunk in w.objects.chunks(100) {
+                        let mut batch = WriteBatch::with_capacity(chunk.len());
+                        for o in chunk {
+                            batch.delete(o.key());
+                        }
+                        black_box(writer.apply(batch).unwrap());
+                    }
+                });
+                drop((r, writer));
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    write_parts,
+    writes,
+    fills,
+    reads,
+    reads_paced,
+    latency
+);
 criterion_main!(benches);

@@ -1,6 +1,10 @@
 //! [`SlotSet`]: the items indexed under one index value, as slab slots in key order.
 
 use std::cmp::Ordering;
+use std::fmt;
+use std::ops::Deref;
+
+use triomphe::ThinArc;
 
 use crate::object::ObjectKey;
 
@@ -22,8 +26,10 @@ const CHUNK: usize = 512;
 /// Three shapes, because most index values hold one item (UID, owner) or a few hundred (a
 /// namespace), and some hold tens of thousands (a large namespace):
 /// - `One`: a single slot, no allocation;
-/// - `Few`: a vector of at most [`FEW_MAX`] slots in key order (4 bytes each; an insertion
-///   finds its place by binary search over the items' keys and moves at most that many);
+/// - `Few`: at most [`FEW_MAX`] slots in key order (4 bytes each), shared: a change makes a
+///   new array (an insertion finds its place by binary search over the items' keys and copies
+///   at most that many slots), and the other buffer takes the same array from the log instead
+///   of repeating the change, so the two buffers hold one copy of each set;
 /// - `Many`: [`Chunks`] of at most [`CHUNK`] slots in key order, O(log n) key comparisons per
 ///   insert/remove.
 ///
@@ -32,9 +38,61 @@ const CHUNK: usize = 512;
 #[derive(Clone, Debug)]
 pub(crate) enum SlotSet {
     One(Slot),
-    Few(Vec<Slot>),
-    /// Boxed: a rare shape, and the enum stays 24 bytes (one per index value).
+    Few(SharedSlots),
+    /// Boxed: a rare shape, and the enum stays 16 bytes (one per index value).
     Many(Box<Chunks>),
+}
+
+/// The slots of a `Few` set, in key order: a reference-counted array behind one pointer, its
+/// length kept in the allocation (16 bytes before the slots, as `Arc<[Slot]>`), so that a
+/// [`SlotSet`] is 16 bytes, not 24: one per index value in each of a store's two buffers.
+#[derive(Clone)]
+pub(crate) struct SharedSlots(ThinArc<(), Slot>);
+
+impl SharedSlots {
+    /// A copy of `slots`.
+    fn from_slice(slots: &[Slot]) -> Self {
+        SharedSlots(ThinArc::from_header_and_slice((), slots))
+    }
+
+    /// These slots with `slot` inserted at `pos` (at most [`FEW_MAX`] before): gathered on the
+    /// stack with two block copies, then copied once more into the new array, which is
+    /// cheaper than building it slot by slot.
+    fn inserted(&self, pos: usize, slot: Slot) -> Self {
+        debug_assert!(self.len() <= FEW_MAX);
+        let mut buf = [0; FEW_MAX + 1];
+        let len = self.len().min(FEW_MAX);
+        let pos = pos.min(len);
+        buf[..pos].copy_from_slice(&self[..pos]);
+        buf[pos] = slot;
+        buf[pos + 1..=len].copy_from_slice(&self[pos..len]);
+        SharedSlots::from_slice(&buf[..=len])
+    }
+
+    /// These slots without the one at `pos` (at most [`FEW_MAX`] of them).
+    fn removed(&self, pos: usize) -> Self {
+        debug_assert!(self.len() <= FEW_MAX && self.len() > 1);
+        let mut buf = [0; FEW_MAX];
+        let len = self.len().min(FEW_MAX);
+        let pos = pos.min(len.saturating_sub(1));
+        buf[..pos].copy_from_slice(&self[..pos]);
+        buf[pos..len - 1].copy_from_slice(&self[pos + 1..len]);
+        SharedSlots::from_slice(&buf[..len - 1])
+    }
+}
+
+impl Deref for SharedSlots {
+    type Target = [Slot];
+
+    fn deref(&self) -> &[Slot] {
+        &self.0.slice
+    }
+}
+
+impl fmt::Debug for SharedSlots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
 }
 
 /// The slots of a large set in key order, cut into sorted chunks of at most [`CHUNK`]: a
@@ -146,62 +204,46 @@ impl Chunks {
 pub(crate) const NO_POS: u32 = u32::MAX;
 
 impl SlotSet {
-    /// Adds `slot`, whose item's key is `key` (no-op when present). `hint` is where the same
-    /// insertion went in an identical set (from the other buffer's log) together with that
-    /// set's length before it, or `None`. Returns the position and the length before, to log
-    /// as the hint for the other buffer (`(NO_POS, 0)` when there is none).
+    /// The set of `slots`, already in key order and without repeats (at least one).
+    pub(crate) fn from_sorted(slots: Vec<Slot>) -> SlotSet {
+        match slots.len() {
+            0 | 1 => SlotSet::One(slots.first().copied().unwrap_or_default()),
+            n if n <= FEW_MAX => SlotSet::Few(SharedSlots::from_slice(&slots)),
+            _ => SlotSet::Many(Box::new(Chunks::from_sorted(&slots))),
+        }
+    }
+
+    /// Adds `slot`, whose item's key is `key` (no-op when present).
     pub(crate) fn insert<'k>(
         &mut self,
         slot: Slot,
         key: &ObjectKey,
-        hint: Option<(u32, u32)>,
         key_of: impl Fn(Slot) -> Option<&'k ObjectKey>,
-    ) -> (u32, u32) {
+    ) {
         match self {
             SlotSet::One(s) => {
                 if *s == slot {
-                    return (NO_POS, 0);
+                    return;
                 }
-                let (v, pos) = if key_of(*s) < Some(key) {
-                    (vec![*s, slot], 1)
+                let pair = if key_of(*s) < Some(key) {
+                    [*s, slot]
                 } else {
-                    (vec![slot, *s], 0)
+                    [slot, *s]
                 };
-                *self = SlotSet::Few(v);
-                (pos, 1)
+                *self = SlotSet::Few(SharedSlots::from_slice(&pair));
             }
             SlotSet::Few(slots) => {
-                let len = slots.len();
-                let pos = match hint {
-                    Some((pos, hint_len)) if hint_len as usize == len && (pos as usize) <= len => {
-                        pos as usize
-                    }
-                    _ => {
-                        let Err(pos) = slots.binary_search_by(|&s| key_of(s).cmp(&Some(key)))
-                        else {
-                            return (NO_POS, 0);
-                        };
-                        pos
-                    }
+                let Err(pos) = slots.binary_search_by(|&s| key_of(s).cmp(&Some(key))) else {
+                    return;
                 };
-                if len < FEW_MAX {
-                    // Grown by an eighth (at least 2), not doubled: a label's set of 10 items
-                    // holds 10 slots, not 16, in each of the store's two buffers.
-                    if len == slots.capacity() {
-                        slots.reserve_exact((len / 8).max(2));
-                    }
-                    slots.insert(pos, slot);
-                    (pos as u32, len as u32)
+                let grown = slots.inserted(pos, slot);
+                *self = if grown.len() <= FEW_MAX {
+                    SlotSet::Few(grown)
                 } else {
-                    slots.insert(pos, slot);
-                    *self = SlotSet::Many(Box::new(Chunks::from_sorted(slots)));
-                    (NO_POS, 0)
-                }
+                    SlotSet::Many(Box::new(Chunks::from_sorted(&grown)))
+                };
             }
-            SlotSet::Many(chunks) => {
-                chunks.insert(slot, key, &key_of);
-                (NO_POS, 0)
-            }
+            SlotSet::Many(chunks) => chunks.insert(slot, key, &key_of),
         }
     }
 
@@ -229,10 +271,8 @@ impl SlotSet {
                 if slots.len() == 2 {
                     *self = SlotSet::One(slots[1 - pos]);
                 } else {
-                    slots.remove(pos);
-                    if slots.capacity() > 2 * slots.len() + 4 {
-                        slots.shrink_to_fit();
-                    }
+                    let shrunk = slots.removed(pos);
+                    *self = SlotSet::Few(shrunk);
                 }
                 (pos as u32, false)
             }
@@ -244,7 +284,8 @@ impl SlotSet {
                     return (NO_POS, false);
                 }
                 if chunks.len <= FEW_MIN {
-                    *self = SlotSet::Few(chunks.iter().collect());
+                    let slots: Vec<Slot> = chunks.iter().collect();
+                    *self = SlotSet::Few(SharedSlots::from_slice(&slots));
                 }
                 (NO_POS, false)
             }
@@ -322,8 +363,8 @@ mod tests {
         let mut seen_many = false;
         for i in (1..n).map(|i| ((i * 17) % (n - 1)) + 1) {
             let s = i as Slot;
-            set.insert(s, &keys[i], None, key_of);
-            set.insert(s, &keys[i], None, key_of); // idempotent
+            set.insert(s, &keys[i], key_of);
+            set.insert(s, &keys[i], key_of); // idempotent
             model.insert(keys[i].clone(), s);
             seen_many |= matches!(set, SlotSet::Many(_));
             assert_eq!(
@@ -363,7 +404,7 @@ mod tests {
             assert!(set.iter().eq(model.values().copied()));
         };
         for i in (1..n).map(|i| (i * 3571) % (n - 1) + 1) {
-            set.insert(i as Slot, &keys[i], None, key_of);
+            set.insert(i as Slot, &keys[i], key_of);
             model.insert(keys[i].clone(), i as Slot);
         }
         check(&set, &model);
@@ -398,22 +439,20 @@ mod tests {
     }
 
     #[test]
-    fn a_set_is_at_most_24_bytes() {
+    fn a_set_is_at_most_16_bytes() {
         // One per index value: a UID index has one per object, in each of two buffers.
-        assert!(std::mem::size_of::<SlotSet>() <= 24);
+        assert!(std::mem::size_of::<SlotSet>() <= 16);
     }
 
     #[test]
-    fn slotset_hints_replay_the_same_positions() {
+    fn slotset_remove_hints_replay_the_same_positions() {
         let keys: Vec<ObjectKey> = (0..50).map(|i| k((i * 31) % 50)).collect();
         let key_of = |s: Slot| keys.get(s as usize);
         let (mut a, mut b) = (SlotSet::One(0), SlotSet::One(0));
         for s in 1..50u32 {
-            let hint = a.insert(s, &keys[s as usize], None, key_of);
-            let hint = (hint.0 != NO_POS).then_some(hint);
-            b.insert(s, &keys[s as usize], hint, |_| None);
+            a.insert(s, &keys[s as usize], key_of);
+            b.insert(s, &keys[s as usize], key_of);
         }
-        assert_eq!(a.iter().collect::<Vec<_>>(), b.iter().collect::<Vec<_>>());
         for s in (0..49u32).step_by(3) {
             let (pos, _) = a.remove(s, &keys[s as usize], NO_POS, key_of);
             assert_ne!(pos, NO_POS);

@@ -194,15 +194,9 @@ impl Writer {
         // The back buffer is rebuilt: however this ends, it is copied from the front before
         // its next use as the back. On failure it is half-built and never published (the
         // front, what readers see, is never touched).
-        let (back, scratch) = self.buffers.begin_rebuild();
+        let (back, _) = self.buffers.begin_rebuild();
         back.clear();
-        let mut values = Vec::new();
-        for obj in objects {
-            values.clear();
-            back.custom_values(&obj, &mut values)?;
-            back.upsert(obj, &values, scratch);
-            scratch.clear();
-        }
+        back.rebuild(objects)?;
         back.resource_version = rv;
         self.publish(true);
         Ok(())

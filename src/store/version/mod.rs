@@ -8,13 +8,15 @@
 //! A buffer holds the objects in a slab whose layout both buffers share (an object has the same
 //! slot in both); key tables in shards (`shard.rs`) whose entries hold the object and its slot,
 //! so that a lookup by key ends in the table; and each index as value → slots in key order.
-//! Objects, keys and index values are shared `Arc`s: a buffer costs pointers and slot numbers,
-//! never copies of objects.
+//! Objects, keys, index values and index sets of up to 256 slots are shared `Arc`s: a buffer
+//! costs pointers and slot numbers, never copies of objects.
 
 mod change;
 mod read;
+mod rebuild;
 mod replay;
 mod shard;
+mod value_map;
 mod write;
 
 use std::fmt;
@@ -28,10 +30,12 @@ use super::error::StoreError;
 use super::handoff::Buffer;
 use super::index::IndexDef;
 use super::lookup::LookupKey;
-use super::slot_set::{Slot, SlotSet};
+use super::slot_set::Slot;
 
 pub(crate) use change::{Change, Log};
 pub(crate) use write::WARM_GROUP;
+
+use value_map::ValueMap;
 
 /// Hasher of the index maps of a store; one random seed per store, shared by its buffers (the
 /// key tables use [`key_hash`](crate::object::key_hash), whose hash every [`ObjectKey`] carries).
@@ -40,9 +44,6 @@ pub(crate) type Hasher = foldhash::fast::RandomState;
 /// The key table of one shard: entries found by the hash of their key's text
 /// ([`key_hash`](crate::object::key_hash)).
 type KeyTable = HashTable<Entry>;
-
-/// One index: value → slots of the objects indexed under it (in key order).
-type ValueMap = hashbrown::HashMap<Arc<str>, SlotSet, Hasher>;
 
 /// One key table entry: the object (whose own cached key is the entry's key) and its slot.
 ///

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::store::slot_set::{NO_POS, Slot, SlotSet};
+use crate::store::slot_set::{Slot, SlotSet};
 
 use super::change::{Change, Log};
 use super::write::WARM_GROUP;
@@ -50,26 +50,22 @@ impl Version {
                 self.place(hash, slot, obj);
             }
             Change::Remove { hash, slot } => self.remove_item(hash, slot),
-            Change::IndexAdd {
-                index,
-                value,
-                slot,
-                pos,
-                len,
-            } => {
+            Change::IndexAdd { index, value, slot } => {
                 let items = &self.items;
                 let Some(key) = key_of(items, slot) else {
                     return;
                 };
                 let map = &mut self.indexes[index];
-                match map.get_mut(&*value) {
-                    Some(set) => {
-                        let hint = (pos != NO_POS).then_some((pos, len));
-                        set.insert(slot, key, hint, |s| key_of(items, s));
-                    }
-                    None => {
-                        map.insert(value, SlotSet::One(slot));
-                    }
+                match map.get_mut(&value) {
+                    Some(set) => set.insert(slot, key, |s| key_of(items, s)),
+                    None => map.insert_new(value, SlotSet::One(slot)),
+                }
+            }
+            Change::IndexSet { index, value, set } => {
+                let map = &mut self.indexes[index];
+                match map.get_mut(&value) {
+                    Some(s) => *s = SlotSet::Few(set),
+                    None => map.insert_new(value, SlotSet::Few(set)),
                 }
             }
             Change::IndexRemove {
@@ -83,10 +79,10 @@ impl Version {
                     return;
                 };
                 let map = &mut self.indexes[index];
-                if let Some(set) = map.get_mut(&*value)
+                if let Some(set) = map.get_mut(&value)
                     && set.remove(slot, key, pos, |s| key_of(items, s)).1
                 {
-                    map.remove(&*value);
+                    map.remove(&value);
                 }
             }
         }
@@ -102,7 +98,7 @@ impl Version {
         } else {
             while self.items.len() <= slot as usize {
                 let vacant = self.items.len() as Slot;
-                self.items.push(None);
+                self.push_vacant();
                 if vacant != slot {
                     self.free.push(vacant);
                 }

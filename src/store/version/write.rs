@@ -14,7 +14,7 @@ use crate::store::error::StoreError;
 use crate::store::index::{Builtin, IndexDef, IndexValues, first, normalize};
 use crate::store::slot_set::{NO_POS, Slot, SlotSet};
 
-use super::change::{Change, Log};
+use super::change::{Change, Log, push_index};
 use super::{Entry, ValueMap, Version, key_of};
 
 /// Changes read ahead together by [`Version::warm`] and [`Version::replay`].
@@ -209,40 +209,6 @@ impl Version {
         self.len = 0;
     }
 
-    /// Builds the maps of new indexes over the current items, without changing `self`.
-    pub(crate) fn build_indexes(&self, new: &[IndexDef]) -> Result<Vec<ValueMapBox>, StoreError> {
-        for d in new {
-            if self.index_pos(&d.name).is_ok()
-                || new.iter().filter(|o| o.name == d.name).count() > 1
-            {
-                return Err(StoreError::IndexExists {
-                    name: d.name.to_string(),
-                });
-            }
-        }
-        let items = &self.items;
-        let mut maps = Vec::with_capacity(new.len());
-        for def in new {
-            let mut map = ValueMap::with_hasher(self.hasher.clone());
-            for (slot, item) in items.iter().enumerate() {
-                let Some(obj) = item else { continue };
-                let slot = slot as Slot;
-                for v in &call(def, obj, || obj.key())? {
-                    match map.get_mut(v.as_str()) {
-                        Some(set) => {
-                            set.insert(slot, obj.key_ref(), None, |s| key_of(items, s));
-                        }
-                        None => {
-                            map.insert(Arc::from(v.as_str()), SlotSet::One(slot));
-                        }
-                    }
-                }
-            }
-            maps.push(ValueMapBox(map));
-        }
-        Ok(maps)
-    }
-
     /// Attaches indexes built by [`Version::build_indexes`] (on a buffer in the same state as
     /// the one that built them: the slots must match).
     pub(crate) fn attach_indexes(&mut self, new: Vec<IndexDef>, maps: Vec<ValueMapBox>) {
@@ -255,19 +221,30 @@ impl Version {
     }
 
     /// Stores a new object (its key absent) in a free slot and maps its key to it.
-    fn insert_item(&mut self, hash: u64, obj: Arc<Object>) -> Slot {
+    pub(super) fn insert_item(&mut self, hash: u64, obj: Arc<Object>) -> Slot {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
                 // A slot is a u32: a store holds at most 2^32 - 1 objects (each object
                 // costs kilobytes, so memory runs out long before).
                 let slot = Slot::try_from(self.items.len()).unwrap_or(Slot::MAX);
-                self.items.push(None);
+                self.push_vacant();
                 slot
             }
         };
         self.place(hash, slot, obj);
         slot
+    }
+
+    /// Adds one vacant slot at the end of the slab. The slab grows by an eighth, not by
+    /// doubling: it keeps room for the most objects the store held (see `items`), and a
+    /// doubled slab held up to twice that, 8 bytes a slot in each buffer (a store filled with
+    /// 100 000 objects kept 131 072 slots). Both buffers grow alike (replay calls this too).
+    pub(super) fn push_vacant(&mut self) {
+        if self.items.len() == self.items.capacity() {
+            self.items.reserve_exact((self.items.len() / 8).max(16));
+        }
+        self.items.push(None);
     }
 
     /// Fills the vacant, claimed `slot` with `obj` and maps its key (text hashing to `hash`).
@@ -307,24 +284,26 @@ impl Version {
             return;
         };
         let map = &mut self.indexes[pos];
-        let (value, at, len) = match map.get_key_value_mut(value) {
+        let change = match map.get_key_value_mut(value) {
             Some((v, set)) => {
-                let (at, len) = set.insert(slot, key, None, |s| key_of(items, s));
-                (v.clone(), at, len)
+                set.insert(slot, key, |s| key_of(items, s));
+                Change::set_or(pos, v, set, || Change::IndexAdd {
+                    index: pos,
+                    value: v.clone(),
+                    slot,
+                })
             }
             None => {
                 let v: Arc<str> = Arc::from(value);
-                map.insert(v.clone(), SlotSet::One(slot));
-                (v, NO_POS, 0)
+                map.insert_new(v.clone(), SlotSet::One(slot));
+                Change::IndexAdd {
+                    index: pos,
+                    value: v,
+                    slot,
+                }
             }
         };
-        log.push(Change::IndexAdd {
-            index: pos,
-            value,
-            slot,
-            pos: at,
-            len,
-        });
+        push_index(log, change);
     }
 
     fn index_remove(&mut self, pos: usize, value: &str, slot: Slot, log: &mut Log) {
@@ -340,19 +319,25 @@ impl Version {
             return;
         }
         let (at, empty) = set.remove(slot, key, NO_POS, |s| key_of(items, s));
-        let value = if empty {
-            map.remove_entry(value).map(|(v, _)| v)
-        } else {
-            Some(v.clone())
-        };
-        if let Some(value) = value {
-            log.push(Change::IndexRemove {
+        let change = if empty {
+            let Some((value, _)) = map.remove(value) else {
+                return;
+            };
+            Change::IndexRemove {
                 index: pos,
                 value,
                 slot,
                 pos: at,
-            });
-        }
+            }
+        } else {
+            Change::set_or(pos, v, set, || Change::IndexRemove {
+                index: pos,
+                value: v.clone(),
+                slot,
+                pos: at,
+            })
+        };
+        push_index(log, change);
     }
 
     fn index_remove_everywhere(&mut self, pos: usize, slot: Slot, log: &mut Log) {
@@ -414,10 +399,10 @@ fn unreachable_slot() {
 /// An index map built off to the side by [`Version::build_indexes`] (keeps the map type
 /// private to the version module).
 #[derive(Debug)]
-pub(crate) struct ValueMapBox(ValueMap);
+pub(crate) struct ValueMapBox(pub(super) ValueMap);
 
 /// Calls an index function, normalizing its values and wrapping its error.
-fn call(
+pub(super) fn call(
     def: &IndexDef,
     obj: &Object,
     key: impl FnOnce() -> ObjectKey,
