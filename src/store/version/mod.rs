@@ -32,6 +32,7 @@ use super::index::IndexDef;
 use super::lookup::LookupKey;
 use super::slot_set::Slot;
 
+use change::SetPositions;
 pub(crate) use change::{Change, Log};
 pub(crate) use write::WARM_GROUP;
 
@@ -87,6 +88,9 @@ pub(crate) struct Version {
     pub(crate) defs: Arc<[IndexDef]>,
     /// Parallel to `defs`.
     indexes: Box<[ValueMap]>,
+    /// While this buffer is written: where the log holds each set's last state (see
+    /// `push_index`). Emptied when the buffer replays the other's log, before it is written.
+    set_positions: SetPositions,
 }
 
 impl fmt::Debug for Version {
@@ -125,6 +129,7 @@ impl Version {
                 .iter()
                 .map(|_| ValueMap::with_hasher(hasher.clone()))
                 .collect(),
+            set_positions: SetPositions::with_hasher(hasher.clone()),
             hasher,
             defs,
         }
@@ -175,6 +180,7 @@ impl Buffer for Version {
 
     fn catch_up(&mut self, log: &mut Log, front: &Self) {
         self.replay(log);
+        self.set_positions.clear();
         self.resource_version = front.resource_version;
         self.generation = front.generation;
     }

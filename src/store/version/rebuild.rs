@@ -1,6 +1,6 @@
-//! Building a buffer's indexes in bulk: after a `replace` (a list or relist) and when indexes
-//! are added, each index is built in one pass over the slab instead of one insertion per
-//! object.
+//! Building a buffer's indexes in bulk: `replace` (a list or relist) gathers each index's slots
+//! by value while it stores the objects, and `add_indexers` in one pass over the slab; every
+//! set is then made once, at its exact size, instead of one insertion per object.
 
 use std::sync::Arc;
 
@@ -19,8 +19,8 @@ struct MapBuilder {
     groups: hashbrown::HashMap<Arc<str>, Group, Hasher>,
 }
 
-/// Groups up to this size keep their slots in key order as they come; larger ones are sorted
-/// once at the end if their keys came out of order.
+/// Groups smaller than this keep their slots in key order as they come; larger ones are
+/// sorted once at the end if their keys came out of order.
 const INSERT_MAX: usize = 256;
 
 /// The slots gathered for one value, and whether they are in key order (a list from the API
@@ -104,7 +104,9 @@ impl Version {
             .map(|_| MapBuilder::new(&self.hasher))
             .collect();
         // Set when an object replaces an earlier one under its key: the earlier one's values
-        // are then gathered too, so the indexes are built afresh at the end.
+        // are then gathered too, so the indexes are built afresh at the end, each function
+        // called on every object once more (a list never repeats a key; this is the rare
+        // path).
         let mut repeated = false;
         let mut custom = Vec::new();
         for obj in objects {

@@ -206,6 +206,7 @@ impl Version {
         for m in self.indexes.iter_mut() {
             *m = ValueMap::with_hasher(self.hasher.clone());
         }
+        self.set_positions.clear();
         self.len = 0;
     }
 
@@ -303,7 +304,7 @@ impl Version {
                 }
             }
         };
-        push_index(log, change);
+        push_index(log, &mut self.set_positions, change);
     }
 
     fn index_remove(&mut self, pos: usize, value: &str, slot: Slot, log: &mut Log) {
@@ -337,7 +338,7 @@ impl Version {
                 pos: at,
             })
         };
-        push_index(log, change);
+        push_index(log, &mut self.set_positions, change);
     }
 
     fn index_remove_everywhere(&mut self, pos: usize, slot: Slot, log: &mut Log) {
