@@ -16,26 +16,11 @@ use informer::store::{
 };
 
 /// Every test runs against these shard counts.
+mod support;
+
 const SHARDS: [usize; 3] = [1, 2, 64];
 
-fn pod(ns: &str, name: &str, uid: &str, labels: &[(&str, &str)]) -> Arc<Object> {
-    let meta = ObjectMeta::from(ObjectMetaFields {
-        name: name.to_owned().into(),
-        namespace: ns.to_owned().into(),
-        uid: uid.to_owned().into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect(),
-        ..Default::default()
-    });
-    Arc::new(Object::from_parts(
-        Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-        meta,
-        Bytes::new(),
-        Encoding::Protobuf,
-    ))
-}
+use support::labeled_pod as pod;
 
 fn keys(objs: &[Arc<Object>]) -> Vec<String> {
     objs.iter().map(|o| o.key().to_string()).collect()

@@ -7,10 +7,8 @@
 use std::alloc::System;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use cap::Cap;
-use informer::object::ObjectMetaFields;
-use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
+use informer::object::{Object, ObjectKey};
 use informer::store::{
     LABELS_INDEX, NAMESPACE_INDEX, StoreConfig, UID_INDEX, WriteBatch, labels_index_func, store,
     uid_index_func,
@@ -19,23 +17,13 @@ use informer::store::{
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
 
+mod support;
+
 /// Held by each test while it measures.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn pod(name: &str, uid: &str) -> Arc<Object> {
-    let meta = ObjectMeta::from(ObjectMetaFields {
-        name: name.to_owned().into(),
-        namespace: "ns".to_owned().into(),
-        uid: uid.to_owned().into(),
-        labels: [("app", "churn")].into_iter().collect(),
-        ..Default::default()
-    });
-    Arc::new(Object::from_parts(
-        Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-        meta,
-        Bytes::from_static(b"\x0a\x00"),
-        Encoding::Protobuf,
-    ))
+    support::labeled_pod("ns", name, uid, &[("app", "churn")])
 }
 
 /// `cycles` create/delete cycles of a UID-indexed object (each its own batch, so each its own
@@ -120,21 +108,12 @@ fn a_large_batch_logs_each_changed_set_once() {
     );
     let objs: Vec<Arc<Object>> = (0..40_000)
         .map(|i| {
-            let meta = ObjectMeta::from(ObjectMetaFields {
-                name: format!("p{i:05}").into(),
-                namespace: format!("ns{:03}", i % 200).into(),
-                uid: format!("u{i}").into(),
-                labels: [("app".to_owned(), format!("a{}", i % 200))]
-                    .into_iter()
-                    .collect(),
-                ..Default::default()
-            });
-            Arc::new(Object::from_parts(
-                Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-                meta,
-                Bytes::from_static(b"\x0a\x00"),
-                Encoding::Protobuf,
-            ))
+            support::labeled_pod(
+                &format!("ns{:03}", i % 200),
+                &format!("p{i:05}"),
+                &format!("u{i}"),
+                &[("app", &format!("a{}", i % 200))],
+            )
         })
         .collect();
     let start = ALLOC.allocated();

@@ -7,36 +7,25 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use informer::object::ObjectMetaFields;
-use informer::object::{Encoding, GroupVersionKind, Object, ObjectKey, ObjectMeta};
+use informer::object::{Object, ObjectKey};
 use informer::store::{
     LABELS_INDEX, NAMESPACE_INDEX, Store, StoreConfig, WriteBatch, Writer, index_func,
     labels_index_func, store,
 };
 use proptest::prelude::*;
 
+mod support;
+
 /// A Pod in namespace `ns{ns}` named `p{name}` with label `g` = `{group}`; `vals` lists the
 /// values of the caller's index (repeats kept).
 fn pod(ns: u8, name: u16, group: u8, vals: &[u8]) -> Arc<Object> {
     let vals: Vec<String> = vals.iter().map(|v| v.to_string()).collect();
-    let meta = ObjectMeta::from(ObjectMetaFields {
-        name: format!("p{name}").into(),
-        namespace: format!("ns{ns}").into(),
-        labels: [
-            ("g".to_owned(), group.to_string()),
-            ("vals".to_owned(), vals.join(",")),
-        ]
-        .into_iter()
-        .collect(),
-        ..Default::default()
-    });
-    Arc::new(Object::from_parts(
-        Arc::new(GroupVersionKind::new("", "v1", "Pod")),
-        meta,
-        Bytes::new(),
-        Encoding::Protobuf,
-    ))
+    support::labeled_pod(
+        &format!("ns{ns}"),
+        &format!("p{name}"),
+        "",
+        &[("g", &group.to_string()), ("vals", &vals.join(","))],
+    )
 }
 
 fn config(shards: usize) -> StoreConfig {

@@ -170,3 +170,29 @@ pub async fn request(
         serde_json::from_slice(&raw[at + 4..]).unwrap_or(serde_json::Value::Null),
     )
 }
+
+/// A Pod object (protobuf, no body) with the given namespace, name, UID and labels: what store
+/// tests index.
+pub fn labeled_pod(
+    ns: &str,
+    name: &str,
+    uid: &str,
+    labels: &[(&str, &str)],
+) -> std::sync::Arc<Object> {
+    let meta = object::ObjectMeta::from(object::ObjectMetaFields {
+        name: name.to_owned().into(),
+        namespace: ns.to_owned().into(),
+        uid: uid.to_owned().into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    });
+    std::sync::Arc::new(Object::from_parts(
+        std::sync::Arc::new(object::GroupVersionKind::new("", "v1", "Pod")),
+        meta,
+        bytes::Bytes::new(),
+        object::Encoding::Protobuf,
+    ))
+}
