@@ -15,12 +15,12 @@ use informer::store::{
     owner_uid_index_func, store, uid_index_func,
 };
 
-/// Every test runs against these shard counts.
 mod support;
 
-const SHARDS: [usize; 3] = [1, 2, 64];
-
 use support::labeled_pod as pod;
+
+/// Every test runs against these shard counts.
+const SHARDS: [usize; 3] = [1, 2, 64];
 
 fn keys(objs: &[Arc<Object>]) -> Vec<String> {
     objs.iter().map(|o| o.key().to_string()).collect()
