@@ -91,8 +91,9 @@ pub(crate) struct FloodArgs {
     /// steps of ⌈rate / 100 000⌉; `--step` sets it), so that the latency figure is each
     /// change's own reaction time (default: as fast as the pipeline takes them, in steps of
     /// 256). The generator sleeps only once it is at least 25 µs ahead of its schedule; a change
-    /// due sooner is made at once. With `--server` each step is one request, and changes the server makes by itself
-    /// (`serve --rate`) shift the latency figures.
+    /// due sooner is made after it yields its core once (so that the threads the last change
+    /// woke run first), and one overdue at once. With `--server` each step is one request, and
+    /// changes the server makes by itself (`serve --rate`) shift the latency figures.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) rate: Option<u64>,
     /// Changes the generator makes at one instant (one step) instead of the default (see
