@@ -49,7 +49,7 @@ use crate::store::Snapshot;
 ///
 /// The default is [`Compression::None`]: compression pays off by object size (100 000 varied
 /// Pods under `informer watch`, 2026-12-07: 14× less RSS for 13 KB HEAD Pods, 9× for the
-/// mixed template, 3.7× for 1.6 KB etcd Pods, BENCHMARKS.md "Compressed cache"), it spends idle
+/// mixed template, 3.9× for 1.6 KB etcd Pods, BENCHMARKS.md "Compressed cache"), it spends idle
 /// CPU (2–17 µs per object written), and it replaces the stored `Arc` of each object once
 /// (handlers' objects are not the store's afterwards).
 ///
