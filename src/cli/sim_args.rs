@@ -151,6 +151,10 @@ pub(crate) struct SimFlags {
     /// Largest list page served, whatever `limit` asks for.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_page_size: Option<u32>,
+    /// Largest watch chunk, in bytes: events are written together up to this size (default
+    /// 64 KiB); 1 writes one event per chunk, as kube-apiserver does.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
+    pub(crate) max_chunk_bytes: Option<u64>,
     /// Reject streaming lists (`sendInitialEvents`) with 422, as a server without WatchList.
     #[arg(long)]
     pub(crate) no_watch_list: bool,
@@ -202,6 +206,9 @@ impl SimFlags {
         }
         if let Some(p) = self.max_page_size {
             cfg = cfg.max_page_size(Some(p));
+        }
+        if let Some(b) = self.max_chunk_bytes {
+            cfg = cfg.max_chunk_bytes(b as usize);
         }
         if self.vary {
             cfg = cfg.vary(true);
