@@ -7,8 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use informer::object::ObjectMeta;
 use informer::object::{
-    self, ApiStatus, DEFAULT_FRAME_LIMIT, Encoding, GroupVersionKind, Object, WatchDecoder,
-    WatchEvent, WatchFormat, decode_list, encode_list_json, encode_list_protobuf,
+    self, ApiStatus, DEFAULT_FRAME_LIMIT, Encoding, GroupVersionKind, Object, SHARED_BUFFER_SPAN,
+    WatchDecoder, WatchEvent, WatchFormat, decode_list, encode_list_json, encode_list_protobuf,
     encode_watch_frame, encode_watch_line,
 };
 use proptest::prelude::*;
@@ -177,11 +177,22 @@ proptest! {
     }
 }
 
-/// Whether each decoded object's bytes point into `stream` (zero-copy) or elsewhere (copied).
+/// Whether each decoded object's bytes point into `stream` (zero-copy) or elsewhere (copied),
+/// `stream` pushed as one chunk that is the only reference to its buffer.
 fn sliced(stream: &Bytes, decoder: WatchDecoder) -> Vec<(String, bool)> {
+    let chunk = Bytes::copy_from_slice(stream);
+    let range = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
+    sliced_from(chunk, range, decoder)
+}
+
+/// As [`sliced`], for a `chunk` that may share its buffer; `range` is that buffer's.
+fn sliced_from(
+    chunk: Bytes,
+    range: std::ops::Range<usize>,
+    decoder: WatchDecoder,
+) -> Vec<(String, bool)> {
     let mut d = decoder;
-    d.push(stream.clone());
-    let range = stream.as_ptr() as usize..stream.as_ptr() as usize + stream.len();
+    d.push(chunk);
     let mut out = Vec::new();
     while let Some(e) = d.next_event().unwrap() {
         if let Some(o) = e.object() {
@@ -225,6 +236,40 @@ fn large_frames_are_zero_copy_and_small_ones_compacted() {
         WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT).with_compaction(1),
     );
     assert!(got.iter().all(|(_, s)| !*s), "{got:?}");
+}
+
+/// An HTTP body's chunks are slices of the client's read buffer, which the client keeps using
+/// (kube-apiserver sends one event per chunk): such a chunk counts as `SHARED_BUFFER_SPAN`
+/// bytes, so the same Pods that a chunk of their own leaves sliced (above) are copied out.
+#[test]
+fn chunks_that_share_their_buffer_count_as_a_whole_read_buffer() {
+    let evs = events(&pods(3));
+    let stream = encode(&evs, WatchFormat::Protobuf);
+    // A read buffer holding the stream and more; the decoder gets a slice of it.
+    let mut read_buf = bytes::BytesMut::with_capacity(SHARED_BUFFER_SPAN);
+    read_buf.extend_from_slice(&stream);
+    read_buf.extend_from_slice(&[0; 1024]);
+    let range = read_buf.as_ptr() as usize..read_buf.as_ptr() as usize + read_buf.capacity();
+    let chunk = read_buf.split_to(stream.len()).freeze();
+    assert!(!chunk.is_unique());
+    let got = sliced_from(
+        chunk,
+        range.clone(),
+        WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT),
+    );
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|(_, s)| !*s), "{got:?}");
+    // Compaction off still slices.
+    let mut read_buf = bytes::BytesMut::with_capacity(SHARED_BUFFER_SPAN);
+    read_buf.extend_from_slice(&stream);
+    let range = read_buf.as_ptr() as usize..read_buf.as_ptr() as usize + read_buf.capacity();
+    let chunk = read_buf.split_to(stream.len()).freeze();
+    let got = sliced_from(
+        chunk,
+        range,
+        WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT).with_compaction(0),
+    );
+    assert!(got.iter().all(|(_, s)| *s), "{got:?}");
 }
 
 #[test]

@@ -65,7 +65,7 @@ pub use text::{Str, StrMap, StrMapIter};
 pub use time::Time;
 pub use value::Object;
 pub use watch::{
-    DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, WatchDecoder,
-    WatchEvent, WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
+    DEFAULT_COMPACT_RATIO, DEFAULT_FRAME_LIMIT, FrameDecoder, LineDecoder, SHARED_BUFFER_SPAN,
+    WatchDecoder, WatchEvent, WatchEventType, WatchFormat, encode_watch_frame, encode_watch_line,
 };
 pub(crate) use watch::{FrameCache, WatchFrame};

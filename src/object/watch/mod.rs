@@ -9,7 +9,7 @@ mod frame;
 mod line;
 mod stream;
 
-pub use chunks::DEFAULT_COMPACT_RATIO;
+pub use chunks::{DEFAULT_COMPACT_RATIO, SHARED_BUFFER_SPAN};
 pub use encode::{encode_watch_frame, encode_watch_line};
 pub use event::{WatchEvent, WatchEventType};
 pub use frame::FrameDecoder;
