@@ -6,8 +6,10 @@
 //!
 //! Built-in kinds are asked for protobuf first (`Accept: application/vnd.kubernetes.protobuf,
 //! application/json`), custom resources for JSON; whichever the server answers is decoded.
-//! Watch bodies are handed to the reflector chunk by chunk as hyper receives them, so decoded
-//! objects are slices of the received buffers.
+//! Watch bodies are handed to the reflector chunk by chunk as hyper receives them. Each chunk
+//! is a slice of hyper's read buffer, so the watch decoder copies events under a quarter of
+//! that buffer's largest size out of it ([`SHARED_BUFFER_SPAN`](crate::object::SHARED_BUFFER_SPAN))
+//! and slices larger ones.
 //!
 //! # Examples
 //! ```no_run

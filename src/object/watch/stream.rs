@@ -31,7 +31,9 @@ enum Framer {
 
 /// Incremental watch-stream decoder: push chunks as they arrive, pull [`WatchEvent`]s.
 /// Object bytes are slices of the pushed chunks whenever a frame lies within one chunk and is
-/// at least `1/ratio` of it ([`DEFAULT_COMPACT_RATIO`](super::DEFAULT_COMPACT_RATIO)); smaller or straddling frames are
+/// at least `1/ratio` of the buffer that chunk may keep alive (its own length, or
+/// [`SHARED_BUFFER_SPAN`](super::SHARED_BUFFER_SPAN) for a chunk that shares its buffer; ratio
+/// [`DEFAULT_COMPACT_RATIO`](super::DEFAULT_COMPACT_RATIO)); smaller or straddling frames are
 /// copied once into a buffer of their exact size.
 ///
 /// # Examples
