@@ -255,7 +255,7 @@ fn chunks_that_share_their_buffer_count_as_a_whole_read_buffer() {
     assert!(!chunk.is_unique());
     let got = sliced_from(
         chunk,
-        range.clone(),
+        range,
         WatchDecoder::new(WatchFormat::Protobuf, DEFAULT_FRAME_LIMIT),
     );
     assert_eq!(got.len(), 4);
