@@ -7,6 +7,9 @@
 //!   (`get` clones the object's `Arc`, `get-borrow` reads its resourceVersion through a borrow)
 //!   with the writer idle or flooding updates (each store's writer as fast as it goes, in its
 //!   natural unit: batches of 256 for the batched stores, one call per object for the others);
+//!   each run also prints the readers' reads per second of their own thread CPU, and under the
+//!   flood the writer's update rate and its share of a core (three threads on two cores: a
+//!   writer its readers starve leaves them more of the machine);
 //! - `store-read-paced/{get,get-borrow,by-namespace}/{1,2}-reader`: the same reads while every
 //!   store's writer applies the same update rate (`STORE_PACE` updates/s, default 100 000, in
 //!   steps of 256): the fair comparison, since under the flat-out flood a writer starved by its
@@ -23,7 +26,8 @@
 //!
 //! Default settings keep the whole run to a few minutes on 2 cores; `STORE_N` sets the store
 //! size (default 100 000; 1000000 for the large-store figures, several GB of memory).
-//! `STORE_LATENCY=0` skips the latency report. Memory is measured by `benches/store_memory.rs`
+//! `STORE_LATENCY=0` skips the latency report. `STORE_ROUNDS=R` runs only point reads in R
+//! alternated rounds, every candidate in the same stretches of host speed (`store_rounds`). Memory is measured by `benches/store_memory.rs`
 //! (a counting allocator would distort these timings).
 
 // criterion's macros generate undocumented functions.
@@ -32,6 +36,7 @@
 #[path = "store_baselines/mod.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod store_baselines;
+mod store_rounds;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +44,7 @@ use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use hdrhistogram::Histogram;
 use informer::store::{
     LABELS_INDEX, NAMESPACE_INDEX, WriteBatch, labels_index_func, namespace_index_func,
@@ -104,7 +109,7 @@ impl WriteSide for Idle {
 
 struct Flood {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<(Box<dyn WriteSide>, usize, Duration)>,
+    handle: JoinHandle<(Box<dyn WriteSide>, usize, Duration, Duration)>,
 }
 
 /// Default target of the paced flood, updates per second (`STORE_PACE` overrides).
@@ -130,6 +135,7 @@ fn start_flood(c: &mut Candidate, pace: Option<f64>) -> Flood {
     let flag = stop.clone();
     let handle = thread::spawn(move || {
         let start = Instant::now();
+        let cpu = cpu_time::ThreadTime::now();
         let mut pos = 0;
         while !flag.load(Ordering::Relaxed) {
             if let Some(rate) = pace {
@@ -143,17 +149,19 @@ fn start_flood(c: &mut Candidate, pace: Option<f64>) -> Flood {
             writer.write(&w, pos, FLOOD_BATCH);
             pos += FLOOD_BATCH;
         }
-        (writer, pos, start.elapsed())
+        (writer, pos, start.elapsed(), cpu.elapsed())
     });
     Flood { stop, handle }
 }
 
-/// Stops a flood, gives the writer back, returns the updates per second it managed.
-fn stop_flood(c: &mut Candidate, f: Flood) -> f64 {
+/// Stops a flood, gives the writer back, returns the updates per second it managed and the
+/// share of a core its thread had over the flood.
+fn stop_flood(c: &mut Candidate, f: Flood) -> (f64, f64) {
     f.stop.store(true, Ordering::Relaxed);
-    let (writer, n, took) = f.handle.join().expect("flood thread");
+    let (writer, n, took, cpu) = f.handle.join().expect("flood thread");
     c.writer = writer;
-    n as f64 / took.as_secs_f64()
+    let secs = took.as_secs_f64();
+    (n as f64 / secs, cpu.as_secs_f64() / secs)
 }
 
 /// Keys per `get-batch` operation.
@@ -213,10 +221,16 @@ impl ReadOp {
 
 /// `iters` reads split across `readers` threads; the wall time from a common start until the
 /// last reader is done.
-fn run_readers(r: &Arc<dyn ReadSide>, readers: usize, iters: u64, op: ReadOp) -> Duration {
+fn run_readers(
+    r: &Arc<dyn ReadSide>,
+    readers: usize,
+    iters: u64,
+    op: ReadOp,
+    cpu: &mut ReaderCpu,
+) -> Duration {
     let per = iters.div_ceil(readers as u64).max(1);
     let start = Barrier::new(readers);
-    thread::scope(|s| {
+    let (wall, spent) = thread::scope(|s| {
         let handles: Vec<_> = (0..readers)
             .map(|t| {
                 let start = &start;
@@ -225,19 +239,40 @@ fn run_readers(r: &Arc<dyn ReadSide>, readers: usize, iters: u64, op: ReadOp) ->
                     let mut rng = fastrand::Rng::with_seed(0x5eed + t as u64 * 7919 + iters);
                     start.wait();
                     let t0 = Instant::now();
+                    let c0 = cpu_time::ThreadTime::now();
                     for _ in 0..per {
                         op.run(&*r, &mut rng);
                     }
-                    t0.elapsed()
+                    (t0.elapsed(), c0.elapsed())
                 })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("reader"))
-            .max()
-            .unwrap_or_default()
-    })
+            .fold((Duration::ZERO, Duration::ZERO), |(w, c), (tw, tc)| {
+                (w.max(tw), c + tc)
+            })
+    });
+    cpu.ops += per * readers as u64 * op.keys();
+    cpu.spent += spent;
+    wall
+}
+
+/// Reader thread CPU over a benchmark's runs, for reads per reader core-second: under the
+/// flat-out flood three threads share two cores, and wall-clock reads per second then also
+/// measure how much of the machine each store's writer leaves its readers.
+#[derive(Default)]
+struct ReaderCpu {
+    ops: u64,
+    spent: Duration,
+}
+
+impl ReaderCpu {
+    /// Millions of reads per second of reader thread CPU.
+    fn per_core_second(&self) -> f64 {
+        self.ops as f64 / self.spent.as_secs_f64().max(1e-9) / 1e6
+    }
 }
 
 fn reads(c: &mut Criterion) {
@@ -262,15 +297,29 @@ fn reads(c: &mut Criterion) {
                 for cand in cands.iter_mut() {
                     let running = flood.then(|| start_flood(cand, None));
                     let reader = cand.reader.clone();
+                    let mut cpu = ReaderCpu::default();
                     g.bench_function(cand.name, |b| {
-                        b.iter_custom(|iters| run_readers(&reader, readers, iters, op))
+                        b.iter_custom(|iters| run_readers(&reader, readers, iters, op, &mut cpu))
                     });
+                    let ran = cpu.ops > 0;
                     if let Some(f) = running {
-                        let rate = stop_flood(cand, f);
+                        let (rate, share) = stop_flood(cand, f);
+                        if !ran {
+                            continue;
+                        }
                         eprintln!(
-                            "    (flood writer of {}: {rate:.0} updates/s {})",
+                            "    (flood writer of {}: {rate:.0} updates/s on {:.0} % of a core; \
+                             readers: {:.2} M reads per core-second {})",
                             cand.name,
+                            share * 100.0,
+                            cpu.per_core_second(),
                             cand.writer.stats()
+                        );
+                    } else if ran {
+                        eprintln!(
+                            "    (readers of {}: {:.2} M reads per core-second)",
+                            cand.name,
+                            cpu.per_core_second()
                         );
                     }
                 }
@@ -303,13 +352,19 @@ fn reads_paced(c: &mut Criterion) {
             for cand in cands.iter_mut() {
                 let f = start_flood(cand, Some(rate));
                 let reader = cand.reader.clone();
+                let mut cpu = ReaderCpu::default();
                 g.bench_function(cand.name, |b| {
-                    b.iter_custom(|iters| run_readers(&reader, readers, iters, op))
+                    b.iter_custom(|iters| run_readers(&reader, readers, iters, op, &mut cpu))
                 });
-                let got = stop_flood(cand, f);
+                let (got, _) = stop_flood(cand, f);
+                if cpu.ops == 0 {
+                    continue;
+                }
                 eprintln!(
-                    "    (paced writer of {}: {got:.0} of {rate:.0} updates/s{})",
+                    "    (paced writer of {}: {got:.0} of {rate:.0} updates/s; readers: {:.2} M \
+                     reads per core-second{})",
                     cand.name,
+                    cpu.per_core_second(),
                     if got < 0.95 * rate {
                         ", STALE: behind the pace"
                     } else {
@@ -374,7 +429,7 @@ fn latency(_: &mut Criterion) {
             stop_flood(cand, f);
             let f = start_flood(cand, None);
             let flooded = latency_run(&cand.reader, op);
-            let rate = stop_flood(cand, f);
+            let (rate, _) = stop_flood(cand, f);
             let (i99, f99) = (
                 idle.value_at_quantile(0.99),
                 flooded.value_at_quantile(0.99),
@@ -584,4 +639,20 @@ criterion_group!(
     reads_paced,
     latency
 );
-criterion_main!(benches);
+
+fn main() {
+    if let Some(rounds) = store_rounds::rounds() {
+        let mut cands = read_candidates().lock().unwrap();
+        if cands
+            .first()
+            .is_none_or(|c| c.name != store_baselines::ours::NAME)
+        {
+            eprintln!("STORE_ROUNDS: ours is not among the candidates (STORE_BENCH_ONLY)");
+            return;
+        }
+        store_rounds::run(&mut cands, rounds);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
