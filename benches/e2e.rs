@@ -1,12 +1,14 @@
 //! End to end over HTTP: one loopback `informer serve` server (the HEAD Pod fixture re-keyed,
-//! ~13.5 KB per object), the same backlog of watch events drained by five clients in the same
+//! ~13.5 KB per object), the same backlog of watch events drained by six clients in the same
 //! run:
 //!
 //! - (a) `raw-socket-drain`: blocking reads of the protobuf watch response on a plain TCP
 //!   socket into one reused buffer, frames skipped by their length prefix (the physical limit
 //!   of this server, socket and machine);
 //! - (b) `informer-protobuf-metadata`: our informer (HttpListerWatcher → reflector → DeltaFIFO
-//!   → store → one handler) over protobuf, objects decoded metadata-only;
+//!   → store → one handler) over protobuf, objects decoded metadata-only; (b')
+//!   `informer-protobuf-metadata-reflector-thread`: the same with the reflector on a thread of
+//!   its own (`InformerConfig::reflector_thread`) instead of on the 2-worker client runtime;
 //! - (c) `informer-protobuf-typed`: the same, the handler decoding every object into a typed
 //!   `k8s_pb` Pod;
 //! - (d) `informer-json`: our informer over JSON (same handler as (b));
@@ -348,8 +350,9 @@ fn raw_drain(env: &Env) -> Duration {
     )
 }
 
-/// (b), (c), (d): our informer over HTTP with one handler.
-fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
+/// (b), (b'), (c), (d): our informer over HTTP with one handler; its reflector on the client
+/// runtime, or on a thread of its own (`InformerConfig::reflector_thread`).
+fn informer_drain(env: &Env, protobuf: bool, typed: bool, reflector_thread: bool) -> Duration {
     let client = env.client();
     env.drain(
         |env| {
@@ -357,7 +360,11 @@ fn informer_drain(env: &Env, protobuf: bool, typed: bool) -> Duration {
                 client,
                 ApiResource::core("v1", "pods", "Pod").with_protobuf(protobuf),
             );
-            let informer = Informer::new(lw, InformerConfig::default());
+            let config = InformerConfig {
+                reflector_thread,
+                ..Default::default()
+            };
+            let informer = Informer::new(lw, config);
             let last = Finish::new();
             informer
                 .add_event_handler(
@@ -729,15 +736,35 @@ fn e2e(c: &mut Criterion) {
     });
     stats_print("a");
     g.bench_function("b-informer-protobuf-metadata", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, false)).sum())
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| informer_drain(&env, true, false, false))
+                .sum()
+        })
     });
     stats_print("b");
+    g.bench_function("b-informer-protobuf-metadata-reflector-thread", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| informer_drain(&env, true, false, true))
+                .sum()
+        })
+    });
+    stats_print("b'");
     g.bench_function("c-informer-protobuf-typed", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, true, true)).sum())
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| informer_drain(&env, true, true, false))
+                .sum()
+        })
     });
     stats_print("c");
     g.bench_function("d-informer-json", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| informer_drain(&env, false, false)).sum())
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| informer_drain(&env, false, false, false))
+                .sum()
+        })
     });
     stats_print("d");
     g.bench_function("e-kube-runtime-json", |b| {

@@ -176,6 +176,8 @@ pub struct Informer<L: ListerWatcher> {
     shared: Arc<Shared>,
     lw: Arc<L>,
     reflector_config: ReflectorConfig,
+    /// [`InformerConfig::reflector_thread`].
+    reflector_thread: bool,
     /// Set by `start`; `set_transform` and `set_filter` check it under the `transform` lock.
     started: AtomicBool,
     /// A transform set before start, handed to the reflector's sink by `start`.
@@ -262,6 +264,7 @@ impl<L: ListerWatcher> Informer<L> {
             }),
             lw: Arc::new(lw),
             reflector_config: config.reflector,
+            reflector_thread: config.reflector_thread,
             started: AtomicBool::new(false),
             transform: Mutex::new(config.transform),
             filter: Mutex::new(config.filter),

@@ -45,6 +45,11 @@ pub struct InformerConfig {
     /// How cached objects' bytes are held: as received (the default) or zstd-compressed once
     /// the informer is idle.
     pub compression: Compression,
+    /// Runs the reflector (list, watch, decoding) on a thread of its own, `informer-watch`,
+    /// with a single-threaded tokio runtime, instead of as a task on the runtime passed to
+    /// [`Informer::start`](super::Informer::start) (the default, `false`). See
+    /// [`Informer::start`](super::Informer::start) for when it pays and what it changes.
+    pub reflector_thread: bool,
 }
 
 impl std::fmt::Debug for InformerConfig {
@@ -59,6 +64,7 @@ impl std::fmt::Debug for InformerConfig {
             .field("filter", &self.filter.is_some())
             .field("default_resync", &self.default_resync)
             .field("compression", &self.compression)
+            .field("reflector_thread", &self.reflector_thread)
             .finish()
     }
 }
