@@ -67,6 +67,10 @@ pub(crate) struct WatchArgs {
     /// response, as an API server's watch cache answers a list at a resourceVersion.
     #[arg(long, default_value_t = 500)]
     page_size: u32,
+    /// Run the reflector on a thread of its own (`InformerConfig::reflector_thread`) instead
+    /// of on the command's tokio runtime.
+    #[arg(long)]
+    reflector_thread: bool,
 }
 
 /// `e` and every error under it, joined by `: ` (the server's message is at the bottom).
@@ -147,6 +151,7 @@ async fn run_async(args: &WatchArgs) -> Result<(), String> {
             .page_size(args.page_size)
             .use_watch_list(args.streaming_list),
             compression: args.compression.config(),
+            reflector_thread: args.reflector_thread,
             ..Default::default()
         },
     );
