@@ -36,8 +36,9 @@ impl<L: ListerWatcher> Informer<L> {
     /// runtime, each watch chunk otherwise wakes the reflector task, and tokio also wakes an
     /// idle worker to look for work (and, for an HTTP watch, hyper's connection task and the
     /// reflector can land on different workers): over loopback HTTP at 100 000+ HEAD Pods a
-    /// second the reflector's own thread took 13.0 µs of CPU per event (client and server
-    /// together) against 15.4 µs (`BENCHMARKS.md`, *End to end over HTTP*). What changes: the reflector's timers (backoff, watch timeouts) run on
+    /// second the reflector's own thread took 13.1 µs of CPU per event (client and server
+    /// together) against 14.6 µs, medians of 10 alternated runs (`BENCHMARKS.md`, *End to end
+    /// over HTTP*). What changes: the reflector's timers (backoff, watch timeouts) run on
     /// that runtime's clock, so paused tokio time in tests does not reach them; and an HTTP
     /// connection the reflector opens lives on that thread, while one it takes from a
     /// [`kube::Client`] pool that other code filled stays on the runtime that opened it.
