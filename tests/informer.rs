@@ -23,7 +23,7 @@ mod views;
 
 use common::wait_frozen;
 use support::{flood_config, synced_informer};
-use views::{Recorder, store_view};
+use views::{Recorder, flood_rounds_match_truth};
 
 /// A handler that takes `per_add` of work for each add and checks that its registration does
 /// not report synced before its adds are done.
@@ -275,29 +275,7 @@ async fn views_inner() {
         .wait_for_cache_sync(Duration::from_secs(30))
         .await
         .unwrap();
-    for round in 0..3 {
-        sim.step(1_500).unwrap();
-        let truth = sim.truth();
-        informer
-            .store()
-            .wait_for(truth.resource_version)
-            .await
-            .unwrap();
-        // flush waits for the stream too: off the runtime thread, so the reader task runs.
-        let i = informer.clone();
-        tokio::task::spawn_blocking(move || i.flush())
-            .await
-            .unwrap();
-        let store = store_view(&informer);
-        if let Some(d) = truth.diff(&store) {
-            panic!("round {round}: store != truth: {d}");
-        }
-        for (i, v) in views.iter().enumerate() {
-            let v = v.0.lock().unwrap();
-            assert!(v.violations.is_empty(), "view {i}: {:?}", v.violations);
-            assert_eq!(v.objects, store, "round {round}: view {i} != store");
-        }
-    }
+    flood_rounds_match_truth(&sim, &informer, &views, 3, 1_500).await;
     let m = informer.reflector_metrics().unwrap();
     assert!(
         m.relists.load(Ordering::Relaxed) >= 1,

@@ -240,3 +240,38 @@ impl EventHandler for Recorder {
         self.0.lock().unwrap().apply(n);
     }
 }
+
+/// `rounds` times: `steps` changes on `sim`, then, once the store holds them and every handler
+/// (and stream) has drained, the store must equal the simulator's truth and each of `views`
+/// the store, with no violation.
+pub async fn flood_rounds_match_truth(
+    sim: &informer::sim::SimServer,
+    informer: &Arc<Informer<informer::sim::SimServer>>,
+    views: &[Recorder],
+    rounds: usize,
+    steps: u64,
+) {
+    for round in 0..rounds {
+        sim.step(steps).unwrap();
+        let truth = sim.truth();
+        informer
+            .store()
+            .wait_for(truth.resource_version)
+            .await
+            .unwrap();
+        // flush waits for the streams too: off the runtime thread, so their readers run.
+        let i = informer.clone();
+        tokio::task::spawn_blocking(move || i.flush())
+            .await
+            .unwrap();
+        let store = store_view(informer);
+        if let Some(d) = truth.diff(&store) {
+            panic!("round {round}: store != truth: {d}");
+        }
+        for (i, v) in views.iter().enumerate() {
+            let v = v.0.lock().unwrap();
+            assert!(v.violations.is_empty(), "view {i}: {:?}", v.violations);
+            assert_eq!(v.objects, store, "round {round}: view {i} != store");
+        }
+    }
+}
