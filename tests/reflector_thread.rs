@@ -1,10 +1,11 @@
 //! `InformerConfig::reflector_thread`: the reflector on a thread of its own. The cache and every
 //! handler view still equal the simulator's truth through a flood with relists; the thread
 //! runs while the informer does and is gone once `shutdown` returns, also when a lister-watcher
-//! shuts its informer down from inside its own request (which runs on that thread).
+//! shuts its informer down from inside its own request (which runs on that thread), and two
+//! informers whose requests shut each other down do not wait for each other.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Barrier, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -180,4 +181,78 @@ fn a_shutdown_from_inside_the_reflectors_own_request_ends_its_thread() {
     // The informer's own shutdown (on drop) finds everything stopped.
     drop(informer);
     drop(runtime);
+}
+
+/// Both informers' first lists, once both have begun, shut the other informer down.
+struct StopsTheOther {
+    sim: SimServer,
+    other: Arc<OnceLock<Weak<Informer<StopsTheOther>>>>,
+    both_listing: Arc<Barrier>,
+    lists: AtomicUsize,
+    done: Arc<AtomicUsize>,
+}
+
+impl ListerWatcher for StopsTheOther {
+    type Body = SimWatch;
+
+    async fn list(&self, opts: &ListOptions) -> Result<Bytes, ApiError> {
+        if self.lists.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.both_listing.wait();
+            if let Some(other) = self.other.get().and_then(Weak::upgrade) {
+                // Joining the other's thread here would wait for this very call.
+                other.shutdown();
+            }
+            self.done.fetch_add(1, Ordering::SeqCst);
+        }
+        self.sim.list(opts).await
+    }
+
+    async fn watch(&self, opts: &WatchOptions) -> Result<WatchResponse<SimWatch>, ApiError> {
+        self.sim.watch(opts).await
+    }
+}
+
+#[test]
+fn two_informers_shutting_each_other_down_from_their_requests_do_not_wait_for_each_other() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = threads_named(THREAD);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sim = SimServer::new(flood_config("etcd", 5, 4)).unwrap();
+    let both_listing = Arc::new(Barrier::new(2));
+    let done = Arc::new(AtomicUsize::new(0));
+    let cells = [Arc::new(OnceLock::new()), Arc::new(OnceLock::new())];
+    let informers: Vec<_> = (0..2)
+        .map(|me| {
+            Arc::new(Informer::new(
+                StopsTheOther {
+                    sim: sim.clone(),
+                    other: cells[1 - me].clone(),
+                    both_listing: both_listing.clone(),
+                    lists: AtomicUsize::new(0),
+                    done: done.clone(),
+                },
+                config(),
+            ))
+        })
+        .collect();
+    for (cell, informer) in cells.iter().zip(&informers) {
+        let _ = cell.set(Arc::downgrade(informer));
+    }
+    for informer in &informers {
+        informer.start(runtime.handle());
+    }
+    eventually("both shutdowns to return", || {
+        done.load(Ordering::SeqCst) == 2
+    });
+    assert!(informers.iter().all(|i| i.is_stopped()));
+    drop(informers);
+    if let Some(before) = before {
+        eventually("both reflector threads to end", || {
+            threads_named(THREAD) == Some(before)
+        });
+    }
 }
