@@ -203,6 +203,10 @@ pub(crate) struct FloodArgs {
     /// report's `cache` figures are then taken once every object is compressed).
     #[arg(long, value_enum, default_value_t = CompressionArg::None)]
     pub(super) compression: CompressionArg,
+    /// Run the informer's reflector on a thread of its own (`InformerConfig::reflector_thread`)
+    /// instead of on the flood's tokio runtime.
+    #[arg(long)]
+    pub(super) reflector_thread: bool,
 }
 
 impl FloodArgs {
@@ -214,6 +218,7 @@ impl FloodArgs {
             reflector: self.reflector_config(),
             fifo: self.fifo.kind(),
             compression: self.compression.config(),
+            reflector_thread: self.reflector_thread,
             ..Default::default()
         }
     }
