@@ -123,14 +123,13 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 		return fmt.Errorf("credentials: %w", err)
 	}
 
-	port, err := freePort()
+	// All three at once: a port picked after another was released can be that same port
+	// (etcd then took the API server's port and the API server failed to bind it).
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
-	etcdClient, err := freePort()
-	if err != nil {
-		return err
-	}
+	port, etcdClient, etcdPeer := ports[0], ports[1], ports[2]
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdClient)
 	args := []string{
 		"--bind-address=127.0.0.1",
@@ -180,7 +179,7 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 	}
 
 	// etcd starts once the apiserver's flags are known to be good.
-	etcd, err := startEtcd(ctx, filepath.Join(dir, "etcd"), etcdClient)
+	etcd, err := startEtcd(ctx, filepath.Join(dir, "etcd"), etcdClient, etcdPeer)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
@@ -227,13 +226,9 @@ func run(dir string, compaction time.Duration, watchCache bool, featureGates str
 	return nil
 }
 
-// startEtcd starts an embedded etcd on 127.0.0.1:clientPort with its data in dir, and waits
-// until it serves (at most 60 s, or until ctx is done).
-func startEtcd(ctx context.Context, dir string, clientPort int) (*embed.Etcd, error) {
-	peerPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// startEtcd starts an embedded etcd on 127.0.0.1:clientPort (peers on peerPort) with its data
+// in dir, and waits until it serves (at most 60 s, or until ctx is done).
+func startEtcd(ctx context.Context, dir string, clientPort, peerPort int) (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.Name = "informer-test"
@@ -264,13 +259,20 @@ func startEtcd(ctx context.Context, dir string, clientPort int) (*embed.Etcd, er
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free ports on 127.0.0.1: all n are held open until every one
+// is picked, so none can be handed out twice. (Another process may still take one before its
+// user binds it.)
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 func waitReady(ctx context.Context, serverURL string, creds credentials, timeout time.Duration, done <-chan error) error {
