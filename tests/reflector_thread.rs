@@ -17,7 +17,7 @@ use informer::{HandlerOptions, Informer, InformerConfig};
 mod support;
 mod views;
 
-use support::flood_config;
+use support::{flood_config, runtime};
 use views::{Recorder, flood_rounds_match_truth};
 
 const THREAD: &str = "informer-watch";
@@ -56,12 +56,7 @@ fn config() -> InformerConfig {
 #[test]
 fn on_its_own_thread_the_reflector_keeps_the_cache_equal_to_the_truth_through_relists() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(flood_with_relists());
+    runtime().block_on(flood_with_relists());
 }
 
 async fn flood_with_relists() {
@@ -138,11 +133,7 @@ impl ListerWatcher for StopsItsInformer {
 fn a_shutdown_from_inside_the_reflectors_own_request_ends_its_thread() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = threads_named(THREAD);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let sim = SimServer::new(flood_config("etcd", 20, 9).history_window(10)).unwrap();
     let stopped_inside = Arc::new(AtomicBool::new(false));
     let cell = Arc::new(OnceLock::new());
@@ -216,11 +207,7 @@ impl ListerWatcher for StopsTheOther {
 fn two_informers_shutting_each_other_down_from_their_requests_do_not_wait_for_each_other() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = threads_named(THREAD);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let sim = SimServer::new(flood_config("etcd", 5, 4)).unwrap();
     let both_listing = Arc::new(Barrier::new(2));
     let done = Arc::new(AtomicUsize::new(0));
