@@ -27,8 +27,9 @@
 //! Default settings keep the whole run to a few minutes on 2 cores; `STORE_N` sets the store
 //! size (default 100 000; 1000000 for the large-store figures, several GB of memory).
 //! `STORE_LATENCY=0` skips the latency report. `STORE_ROUNDS=R` runs only point reads in R
-//! alternated rounds, every candidate in the same stretches of host speed (`store_rounds`). Memory is measured by `benches/store_memory.rs`
-//! (a counting allocator would distort these timings).
+//! alternated rounds, every candidate in the same stretches of host speed (`store_rounds`).
+//! Memory is measured by `benches/store_memory.rs` (a counting allocator would distort these
+//! timings).
 
 // criterion's macros generate undocumented functions.
 #![allow(missing_docs)]

@@ -31,19 +31,19 @@ impl<L: ListerWatcher> Informer<L> {
     /// Starts the reflector and the resync schedule on `handle` and the processing thread. A
     /// second call, or a call after [`shutdown`](Self::shutdown), does nothing.
     ///
-    /// With [`InformerConfig::reflector_thread`] the reflector runs instead on a thread of its
-    /// own, `informer-watch`, under a single-threaded tokio runtime. On a multi-threaded
-    /// runtime, each watch chunk otherwise wakes the reflector task, and tokio also wakes an
-    /// idle worker to look for work (and, for an HTTP watch, hyper's connection task and the
-    /// reflector can land on different workers): over loopback HTTP at 100 000+ HEAD Pods a
-    /// second the reflector's own thread took 7 % less CPU per event, client and server
-    /// together (median of 10 alternated runs' ratios; `BENCHMARKS.md`, *End to end over
-    /// HTTP*). It does not cut reaction latency at low rates (a paced in-process flood at
-    /// 15 000 changes/s: p50 69 against 55 µs, medians of 5 alternated floods). What changes: the reflector's timers (backoff, watch timeouts) run on
+    /// With [`InformerConfig::reflector_thread`] the reflector runs instead on a thread of its own,
+    /// `informer-watch`, under a single-threaded tokio runtime. On a multi-threaded runtime, each
+    /// watch chunk otherwise wakes the reflector task, and tokio also wakes an idle worker to look
+    /// for work (and, for an HTTP watch, hyper's connection task and the reflector can land on
+    /// different workers): over loopback HTTP at 100 000+ HEAD Pods a second the reflector's own
+    /// thread took 7 % less CPU per event, client and server together (median of 10 alternated
+    /// runs' ratios; `BENCHMARKS.md`, *End to end over HTTP*). It does not cut reaction latency at
+    /// low rates (a paced in-process flood at 15 000 changes/s: p50 69 against 55 µs, medians of 5
+    /// alternated floods). What changes: the reflector's timers (backoff, watch timeouts) run on
     /// that runtime's clock, so paused tokio time in tests does not reach them; and an HTTP
     /// connection the reflector opens lives on that thread (other users of the same
-    /// [`kube::Client`] pool may be handed it, and it closes when the informer stops), while
-    /// one it takes from the pool stays on the runtime that opened it.
+    /// [`kube::Client`] pool may be handed it, and it closes when the informer stops), while one it
+    /// takes from the pool stays on the runtime that opened it.
     ///
     /// # Panics
     /// When the processing thread (or the reflector's thread and its runtime) cannot be
